@@ -1,0 +1,1 @@
+"""The `lumos` command line: thin click adapters over library functions."""

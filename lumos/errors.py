@@ -1,0 +1,62 @@
+"""Typed exceptions of lumos, all under one base so callers can catch one thing.
+
+Library code raises these and never exits; the CLI maps them to exit codes and messages.
+Each error says which file, node or key it is about, so a user can act on it.
+"""
+
+from __future__ import annotations
+
+
+class LumosError(Exception):
+    """Base of every error lumos raises on purpose."""
+
+
+class TraceFormatError(LumosError):
+    """A trace file cannot be read: bad framing, bad JSON, unknown schema.
+
+    Carries the file path and, where known, the byte offset or event index.
+    """
+
+    def __init__(self, path: str, message: str, *, where: str | None = None) -> None:
+        self.path = path
+        self.where = where
+        loc = f"{path}" + (f" ({where})" if where else "")
+        super().__init__(f"{loc}: {message}")
+
+
+class ValidationError(LumosError):
+    """A trace or graph breaks a rule (dangling dependency, cycle, mismatched collective).
+
+    `problems` holds every problem found, each already naming its file, node id and name.
+    """
+
+    def __init__(self, problems: list[str], *, header: str = "validation failed") -> None:
+        self.problems = problems
+        shown = "\n  ".join(problems[:20])
+        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        super().__init__(f"{header}: {len(problems)} problem(s)\n  {shown}{more}")
+
+
+class ConfigError(LumosError):
+    """A hardware, system or network config is invalid (unknown key, bad unit, bad value)."""
+
+
+class LinkError(LumosError):
+    """Host ET and Kineto traces cannot be linked consistently."""
+
+
+class SimulationError(LumosError):
+    """The simulation cannot proceed (deadlock, unmatched collective at run time)."""
+
+
+class ExportError(LumosError):
+    """An export bundle would not run in the target tool; names rank, node and the fix."""
+
+
+class MissingExtraError(LumosError):
+    """An optional dependency is needed; names the extra to install."""
+
+    def __init__(self, package: str, extra: str) -> None:
+        super().__init__(
+            f"this feature needs {package!r}; install it with: pip install 'lumos[{extra}]'"
+        )

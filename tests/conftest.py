@@ -1,0 +1,44 @@
+"""Shared test fixtures: where the real third-party traces live, and small helpers.
+
+Real traces are read from `../shared/fixtures` (or $LUMOS_FIXTURES), never copied into
+the repository. Outside CI a missing fixture folder skips those tests with a reason; in CI
+(CI=true) it fails, so a green CI always means the real-trace tests ran.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "tests" / "data"
+
+
+def _fixtures_root() -> Path:
+    env = os.environ.get("LUMOS_FIXTURES")
+    return Path(env) if env else REPO.parent / "shared" / "fixtures"
+
+
+FIXTURES = _fixtures_root()
+
+
+def fixture_path(relative: str) -> Path:
+    """Path of a shared fixture; skips (or fails in CI) when the folder is absent."""
+    path = FIXTURES / relative
+    if not path.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"shared fixture missing in CI: {path}")
+        pytest.skip(f"shared fixture not available: {path}")
+    return path
+
+
+@pytest.fixture
+def fixtures() -> Path:
+    """Root of the shared real-trace fixtures."""
+    if not FIXTURES.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"shared fixtures missing in CI: {FIXTURES}")
+        pytest.skip(f"shared fixtures not available: {FIXTURES}")
+    return FIXTURES
