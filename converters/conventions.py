@@ -23,6 +23,7 @@ class AttrSpec:
 # Node attributes -------------------------------------------------------------------------
 DUR_NS = "dur_ns"
 START_NS = "start_ns"
+GAP_NS = "gap_ns"
 DUR_ESTIMATED = "dur_estimated"
 DEVICE = "device"
 STREAM = "stream"
@@ -46,6 +47,11 @@ BYTES = "tensor_size"
 NODE_ATTRS: tuple[AttrSpec, ...] = (
     AttrSpec(DUR_NS, "int64_val", "duration in nanoseconds (duration_micros is rounded µs)"),
     AttrSpec(START_NS, "int64_val", "start time in ns since the rank's trace start"),
+    AttrSpec(
+        GAP_NS,
+        "int64_val",
+        "on a CPU node: untraced CPU time between the previous node on its thread and this one",
+    ),
     AttrSpec(
         DUR_ESTIMATED,
         "bool_val",
