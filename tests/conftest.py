@@ -8,6 +8,7 @@ the repository. Outside CI a missing fixture folder skips those tests with a rea
 from __future__ import annotations
 
 import os
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,17 @@ def fixtures() -> Path:
             pytest.fail(f"shared fixtures missing in CI: {FIXTURES}")
         pytest.skip(f"shared fixtures not available: {FIXTURES}")
     return FIXTURES
+
+
+FEEDER_TAR = "chakra/tests/data/feeder_tests_trace.tar.gz"
+
+
+@pytest.fixture(scope="session")
+def chakra_et(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """chakra's 3,664-node converted ET, unpacked from its tarball."""
+    out = tmp_path_factory.mktemp("feeder")
+    with tarfile.open(fixture_path(FEEDER_TAR)) as tar:
+        tar.extractall(out, filter="data")
+    return out / "tests" / "data" / "chakra.0.et"
+
+

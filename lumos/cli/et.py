@@ -1,0 +1,201 @@
+"""`lumos et ...`: inspect, validate and convert Chakra ET files."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+import orjson
+from rich.console import Console
+from rich.table import Table
+
+from lumos.cli.main import EXIT_PROBLEMS, handle_errors
+from lumos.converters.et_files import find_et_sources, iter_sources
+from lumos.converters.et_info import TraceInfo, trace_info
+from lumos.errors import LumosError
+
+PATHS = click.argument("paths", nargs=-1, required=True, type=click.Path(exists=False))
+
+
+def _human_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def _print_info(info: TraceInfo, console: Console) -> None:
+    first = info.ranks[0]
+    console.print(
+        f"[bold]{info.prefix}[/]: {len(info.ranks)} rank(s), {info.total_nodes:,} nodes, "
+        f"version {first.version!r}" + (f", schema {first.schema!r}" if first.schema else "")
+    )
+    table = Table("rank", "nodes", "deps", *sorted(info.totals_by_type()), title=None, box=None)
+    types = sorted(info.totals_by_type())
+    for r in info.ranks:
+        table.add_row(
+            str(r.rank), f"{r.nodes:,}", f"{r.deps:,}", *(f"{r.by_type.get(t, 0):,}" for t in types)
+        )
+    console.print(table)
+    comm = info.totals_collectives()
+    if comm:
+        ct = Table(
+            "communication", "count (all ranks)", "bytes (all ranks)", "without comm_size", box=None
+        )
+        for kind, s in sorted(comm.items()):
+            ct.add_row(
+                kind, f"{s.count:,}", _human_bytes(s.bytes), str(s.unsized) if s.unsized else ""
+            )
+        console.print(ct)
+    groups = sorted({g for r in info.ranks for g in r.process_groups})
+    if groups:
+        console.print("process groups (pg_name): " + ", ".join(groups))
+
+
+@click.group("et")
+def et_group() -> None:
+    """Inspect, validate and convert Chakra ET files (<prefix>.<rank>.et)."""
+
+
+@et_group.command("info")
+@PATHS
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@handle_errors
+def info_cmd(paths: tuple[str, ...], as_json: bool) -> None:
+    """Node counts by type, collectives by type and bytes, ranks, schema version.
+
+    PATHS: folders, prefixes, single .et files or tars of per-rank files.
+    """
+    infos = [trace_info(find_et_sources(p)) for p in paths]
+    if as_json:
+        payload = [i.to_dict() for i in infos]
+        sys.stdout.buffer.write(
+            orjson.dumps(payload[0] if len(payload) == 1 else payload, option=orjson.OPT_INDENT_2)
+            + b"\n"
+        )
+        return
+    console = Console()
+    for info in infos:
+        _print_info(info, console)
+
+
+@et_group.command("validate")
+@PATHS
+@click.option("--json", "as_json", is_flag=True, help="Print problems as JSON.")
+@handle_errors
+def validate_cmd(paths: tuple[str, ...], as_json: bool) -> None:
+    """Check ids, dependencies, cycles, attribute types, comm fields, cross-rank collectives.
+
+    Exits 1 if any error is found; every problem names the file, node id and name.
+    """
+    from lumos.converters.validate import validate_sources
+
+    reports = [validate_sources(find_et_sources(p)) for p in paths]
+    problems = [p for r in reports for p in r.problems]
+    errors = [p for r in reports for p in r.errors]
+    files = sum(len(r.files) for r in reports)
+    nodes = sum(f.nodes for r in reports for f in r.files)
+    if as_json:
+        out = {
+            "files": files,
+            "nodes": nodes,
+            "errors": len(errors),
+            "problems": [
+                {
+                    "code": p.code,
+                    "severity": p.severity.value,
+                    "path": p.path,
+                    "node_id": p.node_id,
+                    "node_name": p.node_name,
+                    "message": p.message,
+                }
+                for p in problems
+            ],
+        }
+        sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        for p in problems:
+            click.echo(f"{p.severity.value}: {p}")
+        status = "OK" if not errors else f"{len(errors)} error(s)"
+        click.echo(f"{files} file(s), {nodes:,} nodes: {status}")
+    if errors:
+        sys.exit(EXIT_PROBLEMS)
+
+
+@et_group.command("to-json")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Output .json (one document) or .jsonl (JSON Lines).",
+)
+@handle_errors
+def to_json_cmd(path: str, output: str) -> None:
+    """Render one .et file as valid JSON (or JSON Lines), losslessly."""
+    from lumos.converters.et_json import write_json
+
+    (source,) = find_et_sources(path)
+    out = Path(output)
+    tmp = out.with_name(out.name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            count = write_json(source, f, lines=output.endswith(".jsonl"))
+        tmp.replace(out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    click.echo(f"wrote {count:,} nodes to {output}")
+
+
+@et_group.command("from-json")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Output .et (gzip if it ends in .gz).",
+)
+@handle_errors
+def from_json_cmd(path: str, output: str) -> None:
+    """Turn a .json / .jsonl rendering back into a .et file."""
+    from lumos.converters.et_json import json_to_et
+
+    count = json_to_et(path, output)
+    click.echo(f"wrote {count:,} nodes to {output}")
+
+
+@et_group.command("graph")
+@PATHS
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Output .graphml or .dot.",
+)
+@click.option("--max-nodes", default=50_000, help="Refuse bigger traces.")
+@handle_errors
+def graph_cmd(paths: tuple[str, ...], output: str, max_nodes: int) -> None:
+    """Export the dependency graph (all ranks) as GraphML or DOT, for small traces."""
+    from lumos.converters.et_graph import to_networkx, write_dot, write_graphml
+
+    graph = to_networkx(iter_sources(list(paths)), max_nodes=max_nodes)
+    if output.endswith(".dot"):
+        with open(output, "w") as f:
+            write_dot(graph, f)
+    elif output.endswith(".graphml"):
+        write_graphml(graph, output)
+    else:
+        raise LumosError(f"{output}: use a .graphml or .dot file name")
+    click.echo(
+        f"wrote {graph.number_of_nodes():,} nodes, {graph.number_of_edges():,} edges to {output}"
+    )
+
+
+def register(group: click.Group) -> None:
+    """Add `lumos et` to the CLI."""
+    group.add_command(et_group)
