@@ -55,5 +55,3 @@ def chakra_et(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with tarfile.open(fixture_path(FEEDER_TAR)) as tar:
         tar.extractall(out, filter="data")
     return out / "tests" / "data" / "chakra.0.et"
-
-

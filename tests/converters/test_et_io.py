@@ -8,13 +8,14 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
 from lumos.converters.et_files import find_et_sources
 from lumos.converters.et_io import EtReader, EtWriter, read_et, write_et
 from lumos.converters.varint import encode_varint
-from lumos.errors import TraceFormatError
 from lumos.proto import pb
+
+from lumos.errors import TraceFormatError
 from tests.conftest import FIXTURES, fixture_path
+
 
 def all_fixture_ets() -> list[Path]:
     return sorted(FIXTURES.glob("**/*.et")) if FIXTURES.exists() else []
@@ -44,7 +45,7 @@ def test_resnet_tar_members_rewrite_byte_identically(tmp_path: Path) -> None:
     sources = find_et_sources(tar_path)
     assert [s.rank for s in sources] == list(range(64))
     with tarfile.open(tar_path) as tar:
-        for source in sources[:: 9]:
+        for source in sources[::9]:
             original = tar.extractfile(source.member or "").read()  # type: ignore[union-attr]
             with source.open() as reader:
                 meta, nodes = reader.metadata, list(reader)
@@ -62,7 +63,9 @@ def test_gzip_streams_read_transparently(chakra_et: Path, tmp_path: Path) -> Non
     assert gzip.decompress((tmp_path / "w.0.et.gz").read_bytes()) == chakra_et.read_bytes()
 
 
-def test_frames_straddling_chunk_boundaries(monkeypatch: pytest.MonkeyPatch, chakra_et: Path) -> None:
+def test_frames_straddling_chunk_boundaries(
+    monkeypatch: pytest.MonkeyPatch, chakra_et: Path
+) -> None:
     import lumos.converters.et_io as et_io
 
     monkeypatch.setattr(et_io, "CHUNK_BYTES", 7)  # every header and body crosses a chunk edge
@@ -75,7 +78,9 @@ def _good_bytes() -> bytes:
     meta = pb.GlobalMetadata(version="0.0.4").SerializeToString()
     buf.write(encode_varint(len(meta)) + meta)
     for i in range(3):
-        n = pb.Node(id=i + 1, name=f"n{i}", type=pb.COMP_NODE, duration_micros=5).SerializeToString()
+        n = pb.Node(
+            id=i + 1, name=f"n{i}", type=pb.COMP_NODE, duration_micros=5
+        ).SerializeToString()
         buf.write(encode_varint(len(n)) + n)
     return buf.getvalue()
 

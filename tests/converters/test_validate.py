@@ -6,11 +6,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from lumos.converters.et_files import find_et_sources
 from lumos.converters.et_io import write_et
 from lumos.converters.validate import validate_sources
 from lumos.proto import pb
+
 from tests.conftest import FIXTURES, fixture_path
 
 MICRO = "astra-sim/examples/workload/microbenchmarks"
@@ -23,7 +23,11 @@ def codes(target: Path) -> Counter[str]:
 @pytest.mark.parametrize(
     "target",
     [
-        *(f"{MICRO}/{c}/{n}npus_1MB/{c}" for c in ("all_reduce", "all_gather", "all_to_all", "reduce_scatter") for n in (4, 8, 16)),
+        *(
+            f"{MICRO}/{c}/{n}npus_1MB/{c}"
+            for c in ("all_reduce", "all_gather", "all_to_all", "reduce_scatter")
+            for n in (4, 8, 16)
+        ),
         "astra-sim/examples/system/custom_collectives/custom_ring_allreduce_8npus_1MB/custom_allreduce",
         "astra-sim-artifacts/examples/T2D-analytical/trace/trace",
     ],
@@ -35,7 +39,9 @@ def test_clean_fixtures_have_no_problems(target: str) -> None:
 
 
 def test_resnet_dp_all_reduces_lack_comm_size_and_nothing_else() -> None:
-    report = validate_sources(find_et_sources(fixture_path("astra-sim/inputs/workload/ASTRA-sim-2.0/resnet_dp.tar")))
+    report = validate_sources(
+        find_et_sources(fixture_path("astra-sim/inputs/workload/ASTRA-sim-2.0/resnet_dp.tar"))
+    )
     assert Counter(p.code for p in report.problems) == Counter({"comm-size-missing": 64 * 54})
     first = report.problems[0]
     assert first.node_id == 55 and first.node_name == "COMM_COLL_NODE_fc1000_ALLREDUCE"
@@ -47,7 +53,15 @@ def test_chakra_feeder_et_problems(chakra_et: Path) -> None:
     got = Counter(p.code for p in report.problems)
     # The old converter's known defects: comm ops as CPU COMM nodes without type/size,
     # dependencies on the dropped root (id 3) and on dropped launch calls, a kernel<->op cycle.
-    assert got == Counter({"dangling-dep": 51, "comm-cpu": 14, "comm-type-missing": 14, "comm-size-missing": 14, "cycle": 1})
+    assert got == Counter(
+        {
+            "dangling-dep": 51,
+            "comm-cpu": 14,
+            "comm-type-missing": 14,
+            "comm-size-missing": 14,
+            "cycle": 1,
+        }
+    )
     cycle = next(p for p in report.problems if p.code == "cycle")
     assert "3317 'aten::mul(0)' -> 3318" in cycle.message
 
@@ -61,11 +75,15 @@ def _node(i: int, deps: list[int] = (), **kw: object) -> pb.Node:  # type: ignor
 def test_dangling_dependency_names_node(tmp_path: Path) -> None:
     write_et(tmp_path / "d.0.et", None, [_node(1), _node(2, [7])])
     (p,) = validate_sources(find_et_sources(tmp_path / "d.0.et")).problems
-    assert p.code == "dangling-dep" and p.node_id == 2 and p.node_name == "op2" and "id 7" in p.message
+    assert (
+        p.code == "dangling-dep" and p.node_id == 2 and p.node_name == "op2" and "id 7" in p.message
+    )
 
 
 def test_cycle_is_named(tmp_path: Path) -> None:
-    write_et(tmp_path / "c.0.et", None, [_node(1, [3]), _node(2, [1]), _node(3, [2]), _node(4, [3])])
+    write_et(
+        tmp_path / "c.0.et", None, [_node(1, [3]), _node(2, [1]), _node(3, [2]), _node(4, [3])]
+    )
     (p,) = validate_sources(find_et_sources(tmp_path / "c.0.et")).problems
     assert p.code == "cycle" and "3 node(s) lie on cycles and 1 more wait" in p.message
 
