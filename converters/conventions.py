@@ -43,6 +43,7 @@ MICROBATCH = "microbatch"
 PHASE = "phase"
 FLOPS = "num_ops"
 BYTES = "tensor_size"
+SOURCE_ID = "source_id"
 
 NODE_ATTRS: tuple[AttrSpec, ...] = (
     AttrSpec(DUR_NS, "int64_val", "duration in nanoseconds (duration_micros is rounded µs)"),
@@ -104,6 +105,11 @@ NODE_ATTRS: tuple[AttrSpec, ...] = (
     AttrSpec(LAYER, "int64_val", "transformer layer index (for what-if edits)"),
     AttrSpec(MICROBATCH, "int64_val", "micro-batch index (for what-if edits)"),
     AttrSpec(PHASE, "string_val", "fwd | bwd | optim | other"),
+    AttrSpec(
+        SOURCE_ID,
+        "int64_val",
+        "on a node of an exported ASTRA-sim bundle: its id in the ET it was exported from",
+    ),
 )
 
 # GlobalMetadata attributes -----------------------------------------------------------------
