@@ -1,0 +1,306 @@
+"""Load hardware YAML into frozen records, refusing anything unknown.
+
+Shipped files live next to this module: `gpus/`, `nodes/`, `fabrics/`, `systems/`. A system
+names its node and fabric, a node names its GPU; each reference is a shipped name
+(`h100_sxm`), a path relative to the referring file, or an inline mapping. `load_system`
+takes a short name (`h100`, `a100`, `h100-roce`) or a path to a user's YAML. Every error is
+a ConfigError naming the file and key, with a "did you mean" for misspelt keys.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+from lumos.hwconfigs.schema import (
+    CollectiveChoice,
+    EfficiencyPoint,
+    FabricSpec,
+    FabricTopology,
+    GpuSpec,
+    LinkSpec,
+    NodeSpec,
+    SystemSpec,
+    Transport,
+)
+
+from lumos.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent
+KINDS = ("gpus", "nodes", "fabrics", "systems")
+COLLECTIVE_ALGORITHMS = ("auto", "ring", "tree", "nvls", "direct", "hierarchical")
+
+_REQUIRED = object()
+Parser = Callable[[Any, str], Any]
+
+
+def shipped_names(kind: str = "systems") -> list[str]:
+    """Names of the shipped configs of one kind (`gpus`, `nodes`, `fabrics`, `systems`)."""
+    return sorted(p.stem for p in (ROOT / kind).glob("*.yaml"))
+
+
+def shipped_path(kind: str, name: str) -> Path:
+    """Path of a shipped config. Raises ConfigError with the closest names if absent."""
+    path = ROOT / kind / f"{name}.yaml"
+    if not path.is_file():
+        names = shipped_names(kind)
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(
+            f"no shipped {kind[:-1]} config {name!r} (have: {', '.join(names)}){hint}"
+        )
+    return path
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def _fields(
+    data: Mapping[str, Any], table: dict[str, tuple[Parser, Any]], where: str
+) -> dict[str, Any]:
+    """Check keys against `table` (key -> (parser, default or _REQUIRED)) and parse values."""
+    for key in data:
+        if key not in table:
+            close = difflib.get_close_matches(str(key), list(table), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(table)}"
+            raise ConfigError(f"{where}: unknown key {key!r}{hint}")
+    out = {}
+    for key, (parse, default) in table.items():
+        if key in data:
+            out[key] = parse(data[key], f"{where}: {key}")
+        elif default is _REQUIRED:
+            raise ConfigError(f"{where}: missing key {key!r}")
+        else:
+            out[key] = default
+    return out
+
+
+def _positive(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ConfigError(f"{where} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _non_negative(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ConfigError(f"{where} must be a number >= 0, got {value!r}")
+    return float(value)
+
+
+def _count(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{where} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{where} must be a string, got {value!r}")
+    return value
+
+
+def _flag(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where} must be true or false, got {value!r}")
+    return value
+
+
+def _optional_positive(value: Any, where: str) -> float | None:
+    return None if value is None else _positive(value, where)
+
+
+def _choice(options: tuple[str, ...]) -> Parser:
+    def parse(value: Any, where: str) -> str:
+        if value not in options:
+            close = difflib.get_close_matches(str(value), list(options), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"{where} = {value!r} is not one of {list(options)}{hint}")
+        return str(value)
+
+    return parse
+
+
+def _efficiency(value: Any, where: str) -> tuple[EfficiencyPoint, ...]:
+    if not isinstance(value, list) or not value:
+        raise ConfigError(f"{where} must be a list of [size_bytes, efficiency] pairs")
+    points = []
+    for item in value:
+        if not (isinstance(item, list) and len(item) == 2):
+            raise ConfigError(f"{where}: entry {item!r} is not a [size_bytes, efficiency] pair")
+        size = int(_positive(item[0], f"{where} size"))
+        eff = _positive(item[1], f"{where} efficiency")
+        if eff > 1:
+            raise ConfigError(f"{where}: efficiency {eff} is above 1")
+        points.append(EfficiencyPoint(size, eff))
+    if [p.size_bytes for p in points] != sorted({p.size_bytes for p in points}):
+        raise ConfigError(f"{where}: sizes must be strictly increasing")
+    return tuple(points)
+
+
+_LINK = {
+    "bandwidth_gbps": (_positive, _REQUIRED),
+    "latency_ns": (_non_negative, _REQUIRED),
+    "efficiency": (_efficiency, (EfficiencyPoint(1, 1.0),)),
+}
+
+
+def _link(value: Any, where: str) -> LinkSpec:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where} must be a mapping with {', '.join(_LINK)}")
+    return LinkSpec(**_fields(value, _LINK, where))
+
+
+def _optional_link(value: Any, where: str) -> LinkSpec | None:
+    return None if value is None else _link(value, where)
+
+
+def _ref(kind: str, base: Path, build: Callable[[Mapping[str, Any], str, Path], Any]) -> Parser:
+    """Parser of a reference: shipped name, relative path, or inline mapping."""
+
+    def parse(value: Any, where: str) -> Any:
+        if isinstance(value, Mapping):
+            return build(value, where, base)
+        if not isinstance(value, str):
+            raise ConfigError(f"{where} must name a shipped {kind[:-1]} or a YAML path")
+        path = base / value if value.endswith((".yaml", ".yml")) else shipped_path(kind, value)
+        return build(_read_yaml(path), str(path), path.parent)
+
+    return parse
+
+
+def _gpu(data: Mapping[str, Any], where: str, base: Path) -> GpuSpec:
+    table = {
+        "name": (_text, _REQUIRED),
+        "description": (_text, ""),
+        "peak_bf16_tflops": (_positive, _REQUIRED),
+        "peak_fp16_tflops": (_positive, _REQUIRED),
+        "peak_tf32_tflops": (_positive, _REQUIRED),
+        "peak_fp32_tflops": (_positive, _REQUIRED),
+        "peak_fp64_tflops": (_positive, _REQUIRED),
+        "peak_fp8_tflops": (_optional_positive, None),
+        "hbm_bandwidth_gbps": (_positive, _REQUIRED),
+        "hbm_capacity_gb": (_positive, _REQUIRED),
+    }
+    return GpuSpec(**_fields(data, table, where))
+
+
+def _node(data: Mapping[str, Any], where: str, base: Path) -> NodeSpec:
+    table = {
+        "name": (_text, _REQUIRED),
+        "description": (_text, ""),
+        "gpu": (_ref("gpus", base, _gpu), _REQUIRED),
+        "gpus_per_node": (_count, _REQUIRED),
+        "nvlink_generation": (_count, _REQUIRED),
+        "nvlink": (_link, _REQUIRED),
+        "nvswitch": (_flag, True),
+        "nvls": (_optional_link, None),
+        "nics_per_node": (_count, _REQUIRED),
+        "collective_launch_ns": (_non_negative, 0.0),
+    }
+    fields = _fields(data, table, where)
+    if fields["nvls"] is not None and not fields["nvswitch"]:
+        raise ConfigError(f"{where}: nvls needs nvswitch: true")
+    return NodeSpec(**fields)
+
+
+def _fabric(data: Mapping[str, Any], where: str, base: Path) -> FabricSpec:
+    table = {
+        "name": (_text, _REQUIRED),
+        "description": (_text, ""),
+        "transport": (_choice(tuple(t.value for t in Transport)), _REQUIRED),
+        "topology": (_choice(tuple(t.value for t in FabricTopology)), _REQUIRED),
+        "nic_line_rate_gbit_per_s": (_positive, _REQUIRED),
+        "nic_latency_ns": (_non_negative, _REQUIRED),
+        "nic_efficiency": (_efficiency, (EfficiencyPoint(1, 1.0),)),
+        "oversubscription": (_positive, 1.0),
+        "nodes_per_leaf": (_count, 32),
+    }
+    f = _fields(data, table, where)
+    if f["oversubscription"] < 1:
+        raise ConfigError(f"{where}: oversubscription is a ratio >= 1 (1 = non-blocking)")
+    nic = LinkSpec(f["nic_line_rate_gbit_per_s"] / 8.0, f["nic_latency_ns"], f["nic_efficiency"])
+    return FabricSpec(
+        name=f["name"],
+        description=f["description"],
+        transport=Transport(f["transport"]),
+        topology=FabricTopology(f["topology"]),
+        nic_line_rate_gbit_per_s=f["nic_line_rate_gbit_per_s"],
+        nic=nic,
+        oversubscription=f["oversubscription"],
+        nodes_per_leaf=f["nodes_per_leaf"],
+    )
+
+
+def _collectives(value: Any, where: str) -> CollectiveChoice:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where} must be a mapping of collective -> algorithm")
+    algo = (_choice(COLLECTIVE_ALGORITHMS), "auto")
+    table = {k: algo for k in ("all_reduce", "all_gather", "reduce_scatter", "broadcast")}
+    table["all_to_all"] = (_choice(COLLECTIVE_ALGORITHMS), "direct")
+    return CollectiveChoice(**_fields(value, table, where))
+
+
+def _system(data: Mapping[str, Any], where: str, base: Path) -> SystemSpec:
+    table = {
+        "name": (_text, _REQUIRED),
+        "description": (_text, ""),
+        "node": (_ref("nodes", base, _node), _REQUIRED),
+        "fabric": (_ref("fabrics", base, _fabric), _REQUIRED),
+        "num_nodes": (_count, 1),
+        "collectives": (_collectives, CollectiveChoice()),
+    }
+    return SystemSpec(**_fields(data, table, where), source=where)
+
+
+def load_gpu(name_or_path: str | Path) -> GpuSpec:
+    """A GPU by shipped name (`h100_sxm`) or YAML path."""
+    path = _resolve("gpus", name_or_path)
+    return _gpu(_read_yaml(path), str(path), path.parent)
+
+
+def load_node(name_or_path: str | Path) -> NodeSpec:
+    """A node by shipped name (`hgx_h100`) or YAML path."""
+    path = _resolve("nodes", name_or_path)
+    return _node(_read_yaml(path), str(path), path.parent)
+
+
+def load_fabric(name_or_path: str | Path) -> FabricSpec:
+    """A fabric by shipped name (`ndr_rail_fat_tree`) or YAML path."""
+    path = _resolve("fabrics", name_or_path)
+    return _fabric(_read_yaml(path), str(path), path.parent)
+
+
+def load_system(name_or_path: str | Path, *, num_nodes: int | None = None) -> SystemSpec:
+    """A whole system by short name (`h100`, `a100`, `h100-roce`) or YAML path.
+
+    `num_nodes` overrides the file's node count (a trace of 16 ranks on 8-GPU nodes needs 2).
+    Raises ConfigError naming the file and key on any problem.
+    """
+    path = _resolve("systems", name_or_path)
+    system = _system(_read_yaml(path), str(path), path.parent)
+    if num_nodes is not None:
+        system = replace(system, num_nodes=_count(num_nodes, "num_nodes"))
+    return system
+
+
+def _resolve(kind: str, name_or_path: str | Path) -> Path:
+    text = str(name_or_path)
+    if isinstance(name_or_path, Path) or text.endswith((".yaml", ".yml")) or "/" in text:
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such {kind[:-1]} config file")
+        return path
+    return shipped_path(kind, text)
