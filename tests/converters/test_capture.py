@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
@@ -145,6 +146,12 @@ def test_check_rejects_a_kineto_without_profiler_step(tmp_path: Path) -> None:
     paths = CapturePaths(0, capture_paths(CAPTURES / "ddp", 0).host_et, kineto)
     with pytest.raises(TraceFormatError, match="ProfilerStep"):
         check_capture(paths)
+
+
+def test_importing_the_module_does_not_import_torch() -> None:
+    code = "import sys, lumos.converters.capture; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_capture_without_torch_names_the_extra(
