@@ -35,7 +35,7 @@ def test_every_fixture_et_rewrites_byte_identically(tmp_path: Path) -> None:
 
 
 def test_chakra_feeder_et_rewrites_byte_identically(chakra_et: Path, tmp_path: Path) -> None:
-    meta, nodes = read_et(chakra_et)
+    _, nodes = read_et(chakra_et)
     assert len(nodes) == 3664
     assert rewrite(chakra_et, tmp_path / "c.0.et") == chakra_et.read_bytes()
 
