@@ -135,8 +135,8 @@ def flow_events(result: SimResult, k: int, first_id: int) -> list[dict[str, Any]
     return out
 
 
-def _open(path: Path) -> IO[bytes]:
-    if path.name.endswith(".gz"):
+def _open(path: Path, compress: bool) -> IO[bytes]:
+    if compress:
         return cast(IO[bytes], gzip.open(path, "wb", compresslevel=3))
     return open(path, "wb")
 
@@ -168,7 +168,7 @@ def write_timeline(
     tmp = target.with_name(target.name + ".tmp")
     count = 0
     flow_id = 1
-    with _open(tmp) as out:
+    with _open(tmp, target.name.endswith(".gz")) as out:
         out.write(b'{"schemaVersion":1,"displayTimeUnit":"ns","traceEvents":[')
         first = True
         for k, rank in enumerate(result.ranks):
