@@ -158,7 +158,7 @@ def _op(schema: HostEtSchema, node: dict[str, Any]) -> HostOp:
 
 def _tensor_nelems(values: Any, types: Any) -> tuple[int, int]:
     """(elements, bytes per element) of the first tensor (or tensor list) in values."""
-    for value, typ in zip(values, types):
+    for value, typ in zip(values, types, strict=False):
         if not isinstance(typ, str) or "Tensor" not in typ:
             continue
         tensors = value if typ.startswith("GenericList") else [value]
@@ -196,10 +196,12 @@ def _comm_args(
             pg_ranks=ranks,
             dtype=str(a["dtype"] or ""),
         )
-    strings = [v for v, t in zip(values, types) if t == "String"]
-    pair = next((v for v, t in zip(values, types) if t == "Tuple[String,String]"), None)
+    strings = [v for v, t in zip(values, types, strict=False) if t == "String"]
+    pair = next(
+        (v for v, t in zip(values, types, strict=False) if t == "Tuple[String,String]"), None
+    )
     pg_name, pg_desc = (str(pair[0]), str(pair[1])) if pair else ("", "")
-    ints = [v for v, t in zip(values, types) if t == "Int"]
+    ints = [v for v, t in zip(values, types, strict=False) if t == "Int"]
     ranks: tuple[int, ...] = ()
     if schema.pg_in_inputs and len(ints) >= 4:
         start, stride, size = ints[-3], ints[-2], ints[-1]

@@ -86,7 +86,7 @@ def _ns(value: Any) -> int:
     if isinstance(value, int):
         return value * 1000
     whole = int(value)
-    return whole * 1000 + int(round((float(value) - whole) * 1000.0))
+    return whole * 1000 + round((float(value) - whole) * 1000.0)
 
 
 def _int(value: Any) -> int:

@@ -1,0 +1,236 @@
+"""The conversion driver: host ETs + Kineto traces of every rank → `<prefix>.<rank>.et`.
+
+Inputs are classified by their header (host ET or Kineto), given a rank (Kineto's
+`distributedInfo`, else the file name), paired per rank, then each rank is loaded,
+linked, built and written in turn, so only one rank's trace is in memory at a time.
+After all ranks, every process group's collective sequence is compared across ranks.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lumos.converters.chakra_write import iter_nodes, metadata
+from lumos.converters.comm import CommRecord, check_sequences, groups_from
+from lumos.converters.et_io import EtWriter
+from lumos.converters.exec_graph import build_tasks
+from lumos.converters.host_et import HostTrace, load_host_et
+from lumos.converters.host_graph import build_host_tasks
+from lumos.converters.json_stream import TraceFile, expand_inputs
+from lumos.converters.kineto import load_kineto
+from lumos.converters.link import LinkReport, link
+from lumos.converters.steps import choose_step
+from lumos.converters.tasks import Task, TaskKind, finalize
+
+from lumos import __version__
+from lumos.errors import TraceFormatError
+
+_RANK_RE = (re.compile(r"rank[_\-.]?(\d+)", re.I), re.compile(r"worker[_\-]?(\d+)", re.I))
+_HOST_RE = re.compile(rb'"schema"\s*:\s*"')
+_KINETO_RE = re.compile(rb'"(traceEvents|schemaVersion)"')
+_DIST_RANK = re.compile(rb'"distributedInfo"\s*:\s*\{[^}]*?"rank"\s*:\s*(\d+)')
+_WORLD = re.compile(rb'"world_size"\s*:\s*(\d+)')
+
+
+@dataclass(slots=True)
+class RankInputs:
+    rank: int
+    host: TraceFile | None = None
+    kineto: TraceFile | None = None
+    world_size: int = 0
+
+
+@dataclass(slots=True)
+class RankSummary:
+    """What converting one rank produced."""
+
+    rank: int
+    path: str
+    nodes: int
+    cpu: int
+    gpu: int
+    comm: int
+    step: str
+    step_ns: int | None
+    link: LinkReport | None
+    unknown_comm: int
+    sources: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "path": self.path,
+            "nodes": self.nodes,
+            "cpu_nodes": self.cpu,
+            "gpu_nodes": self.gpu,
+            "comm_nodes": self.comm,
+            "step": self.step,
+            "measured_step_ns": self.step_ns,
+            "link": self.link.to_json() if self.link else None,
+            "unknown_comm": self.unknown_comm,
+            "sources": self.sources,
+        }
+
+
+@dataclass(slots=True)
+class ConvertResult:
+    ranks: list[RankSummary] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ranks": [r.to_json() for r in self.ranks], "problems": self.problems}
+
+
+def _sniff(source: TraceFile) -> tuple[str, int | None, int]:
+    with source.open() as stream:
+        head = stream.read(1 << 20)
+    kind = "host" if _HOST_RE.search(head[:65536]) else "kineto" if _KINETO_RE.search(head) else ""
+    if not kind:
+        raise TraceFormatError(source.path, "neither a PyTorch host ET nor a Kineto trace")
+    rank = _DIST_RANK.search(head)
+    world = _WORLD.search(head)
+    return kind, int(rank.group(1)) if rank else None, int(world.group(1)) if world else 0
+
+
+def _name_rank(name: str) -> int | None:
+    for pattern in _RANK_RE:
+        match = pattern.search(name)
+        if match:
+            return int(match.group(1))
+    numbers = re.findall(r"(\d+)", name.split(".")[0])
+    return int(numbers[-1]) if numbers else None
+
+
+def plan(paths: list[str | Path]) -> list[RankInputs]:
+    """Classify and pair the input files per rank. Raises TraceFormatError on a clash."""
+    by_rank: dict[int, RankInputs] = {}
+    files = expand_inputs(paths)
+    sniffed = [(f, *_sniff(f)) for f in files]
+    for kind in ("kineto", "host"):
+        same = [s for s in sniffed if s[1] == kind]
+        for f, _, rank, world in same:
+            if rank is None:
+                rank = _name_rank(f.name) if len(same) > 1 else 0
+            if rank is None:
+                raise TraceFormatError(f.path, "cannot tell the rank; name files rank<N>...")
+            entry = by_rank.setdefault(rank, RankInputs(rank))
+            if getattr(entry, kind) is not None:
+                raise TraceFormatError(f.path, f"two {kind} traces for rank {rank}")
+            setattr(entry, kind, f)
+            entry.world_size = max(entry.world_size, world)
+    return [by_rank[r] for r in sorted(by_rank)]
+
+
+def convert(
+    paths: list[str | Path],
+    out_dir: str | Path,
+    *,
+    prefix: str = "trace",
+    step: int | None = None,
+    on_rank: Callable[[RankSummary], None] | None = None,
+) -> ConvertResult:
+    """Convert every rank's traces and write `<out_dir>/<prefix>.<rank>.et`."""
+    inputs = plan(paths)
+    world = max([i.world_size for i in inputs] + [max(i.rank for i in inputs) + 1])
+    result = ConvertResult()
+    records: list[CommRecord] = []
+    all_groups: dict[str, tuple[int, ...]] = {}
+    for item in inputs:
+        summary, recs, groups = convert_rank(item, world, Path(out_dir), prefix, step)
+        result.ranks.append(summary)
+        records += recs
+        all_groups.update(groups)
+        if on_rank is not None:
+            on_rank(summary)
+    if len(inputs) > 1:
+        from lumos.converters.comm import ProcessGroup
+
+        pgs = {k: ProcessGroup(k, "", v) for k, v in all_groups.items()}
+        result.problems += check_sequences(records, pgs)
+    return result
+
+
+def convert_rank(
+    item: RankInputs, world: int, out_dir: Path, prefix: str, step: int | None
+) -> tuple[RankSummary, list[CommRecord], dict[str, tuple[int, ...]]]:
+    """Convert one rank; returns its summary, its comm records and its process groups."""
+    host: HostTrace | None = load_host_et(item.host) if item.host else None
+    sources = [f.path for f in (item.host, item.kineto) if f is not None]
+    report = None
+    if item.kineto is not None:
+        trace = load_kineto(item.kineto)
+        pgs = groups_from(host.process_groups if host else [], trace.distributed, world)
+        groups = {k: v.ranks for k, v in pgs.items()}
+        host_of = {}
+        if host is not None:
+            linked = link(host, trace)
+            host_of, report = linked.host_of, linked.report
+        window = choose_step(trace.events, item.kineto.path, step)
+        tasks = build_tasks(trace, window, host_of, item.rank, world, groups)
+        step_start, step_name = window.start, window.name
+        step_ns = window.end - window.start if window.measured else None
+        estimated = False
+    else:
+        assert host is not None
+        groups = {k: v.ranks for k, v in groups_from(host.process_groups, {}, world).items()}
+        tasks, step_name = build_host_tasks(host, item.rank, world, groups)
+        step_start, step_ns, estimated = 0, None, True
+    finalize(tasks, step_start)
+    path = out_dir / f"{prefix}.{item.rank}.et"
+    meta = metadata(item.rank, world, groups, step_ns, sources, f"lumos {__version__}")
+    with EtWriter(path, meta) as writer:
+        for node in iter_nodes(tasks, step_start, estimated):
+            writer.write(node)
+    return (
+        _summary(item.rank, str(path), tasks, step_name, step_ns, report, sources),
+        _records(item.rank, tasks),
+        groups,
+    )
+
+
+def _records(rank: int, tasks: list[Task]) -> list[CommRecord]:
+    out = []
+    for t in tasks:
+        if t.kind is TaskKind.COLL:
+            out.append(
+                CommRecord(
+                    rank,
+                    str(t.attrs.get("pg_name", "")),
+                    int(t.attrs.get("comm_seq", 0)),
+                    int(t.attrs.get("comm_type", 0)),
+                    int(t.attrs.get("comm_size", 0)),
+                    t.name,
+                    t.id,
+                )
+            )
+    out.sort(key=lambda r: (r.pg_name, r.seq))
+    return out
+
+
+def _summary(
+    rank: int,
+    path: str,
+    tasks: list[Task],
+    step: str,
+    step_ns: int | None,
+    report: LinkReport | None,
+    sources: list[str],
+) -> RankSummary:
+    kinds = [t.kind for t in tasks]
+    return RankSummary(
+        rank=rank,
+        path=path,
+        nodes=len(tasks),
+        cpu=kinds.count(TaskKind.CPU),
+        gpu=kinds.count(TaskKind.GPU),
+        comm=len(kinds) - kinds.count(TaskKind.CPU) - kinds.count(TaskKind.GPU),
+        step=step,
+        step_ns=step_ns,
+        link=report,
+        unknown_comm=sum(1 for t in tasks if t.attrs.get("_unknown_comm")),
+        sources=sources,
+    )
