@@ -69,7 +69,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 
 def _fields(
-    data: Mapping[str, Any], table: dict[str, tuple[Parser, Any]], where: str
+    data: Mapping[str, Any], table: Mapping[str, tuple[Parser, Any]], where: str
 ) -> dict[str, Any]:
     """Check keys against `table` (key -> (parser, default or _REQUIRED)) and parse values."""
     for key in data:
