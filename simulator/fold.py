@@ -1,0 +1,123 @@
+"""Symmetry folding: simulate one rank of each set of interchangeable ranks.
+
+Data-parallel replicas (and often tensor-parallel peers) run identical graphs; by
+symmetry they have identical simulated times, so one representative per class suffices —
+512 ranks become a few dozen. Classes come from colour refinement: ranks start coloured
+by a hash of everything that affects timing (node types, processors, durations, gaps,
+dependencies, communication types/sizes/tags, sync attributes — not names, ids or peer
+numbers); then each rank's colour is refined by the colours of its collective groups'
+members and its send/recv peers, until stable. A folding is used only when it is exact:
+for every representative and every group it belongs to, each member's representative is
+itself a member (so a folded collective still meets every class it would have met).
+Exactness also assumes the pricer charges equal-shaped groups equally (true for replay).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from lumos.simulator.graph import COLL, RECV, SEND, RankGraph
+
+_TIMING_FIELDS = (
+    "type",
+    "is_cpu_op",
+    "stream",
+    "tid",
+    "dur_ns",
+    "dur_us_ns",
+    "gap_ns",
+    "dep_ptr",
+    "dep_idx",
+    "comm_type",
+    "comm_size",
+    "comm_tag",
+    "comm_seq",
+    "comm_dur_ns",
+    "group",
+    "sync_kind",
+    "sync_stream",
+    "sync_event",
+)
+MAX_ROUNDS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Folding:
+    """`rep[rank]` = the simulated rank standing for `rank`; `simulated` sorted."""
+
+    rep: dict[int, int]
+    simulated: list[int]
+    reason: str = ""
+
+    @property
+    def folded(self) -> bool:
+        return len(self.simulated) < len(self.rep)
+
+
+def identity(graphs: Sequence[RankGraph], reason: str = "") -> Folding:
+    ranks = [g.rank for g in graphs]
+    return Folding({r: r for r in ranks}, sorted(ranks), reason)
+
+
+def _base_colour(g: RankGraph) -> bytes:
+    h = hashlib.blake2b(digest_size=16)
+    for name in _TIMING_FIELDS:
+        arr = np.ascontiguousarray(getattr(g, name))
+        h.update(name.encode())
+        h.update(str(arr.dtype).encode())
+        h.update(arr.tobytes())
+    h.update(repr([len(grp) for grp in g.groups]).encode())
+    return h.digest()
+
+
+def _intern(keys: list[bytes]) -> list[int]:
+    table: dict[bytes, int] = {}
+    return [table.setdefault(k, len(table)) for k in keys]
+
+
+def find_folding(graphs: Sequence[RankGraph]) -> Folding:
+    """The coarsest exact folding colour refinement finds (identity if none)."""
+    by_rank = {g.rank: g for g in graphs}
+    colour = dict(zip(by_rank, _intern([_base_colour(g) for g in graphs])))
+    p2p = {g.rank: np.nonzero((g.type == SEND) | (g.type == RECV))[0] for g in graphs}
+    colls = {g.rank: np.nonzero(g.type == COLL)[0] for g in graphs}
+    classes = len(set(colour.values()))
+    for _ in range(MAX_ROUNDS):
+        group_sig: dict[tuple[int, ...], int] = {}
+        keys = []
+        for r, g in by_rank.items():
+            sigs = []
+            for grp in g.groups:
+                ms = tuple(sorted(colour[m] for m in grp if m in colour))
+                sigs.append(group_sig.setdefault(ms, len(group_sig)))
+            sig_arr = np.asarray(sigs, np.int64)[g.group[colls[r]]] if sigs else np.zeros(0)
+            peers = [colour.get(int(p), -1) for p in g.comm_peer[p2p[r]].tolist()]
+            h = hashlib.blake2b(digest_size=16)
+            h.update(colour[r].to_bytes(8, "little"))
+            h.update(np.asarray(sig_arr, np.int64).tobytes())
+            h.update(np.asarray(peers, np.int64).tobytes())
+            keys.append(h.digest())
+        colour = dict(zip(by_rank, _intern(keys)))
+        now = len(set(colour.values()))
+        if now == classes:
+            break
+        classes = now
+    first: dict[int, int] = {}
+    for r in sorted(by_rank):
+        first.setdefault(colour[r], r)
+    rep = {r: first[colour[r]] for r in by_rank}
+    simulated = sorted(set(rep.values()))
+    for r in simulated:
+        for grp in by_rank[r].groups:
+            members = set(grp)
+            for m in grp:
+                if m in rep and rep[m] not in members:
+                    return identity(
+                        graphs,
+                        f"not exact: rank {m} of group {list(grp)} is represented by "
+                        f"rank {rep[m]}, outside the group",
+                    )
+    return Folding(rep, simulated)

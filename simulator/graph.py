@@ -1,0 +1,291 @@
+"""The simulator's own graph of one rank: compact numpy arrays built from a Chakra ET.
+
+One `RankGraph` per rank, nodes sorted by ET id (so "ascending id" = ascending index).
+Dependencies are stored as predecessor lists in CSR form (`dep_ptr`, `dep_idx`: node
+*indices*, not ids); `data_deps` and `ctrl_deps` are merged (both are honoured). The
+simulator never sees protobuf objects: graphs come from `graph_from_et` (any producer's
+ET) or are built directly from arrays (`RankGraph.from_arrays`, for generators and
+benchmarks). Missing values are -1 in integer arrays.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import numpy as np
+from lumos.converters import conventions as cv
+from lumos.converters.attrs import attr_value
+from lumos.proto import pb
+
+from lumos.errors import TraceFormatError
+
+COMP, SEND, RECV, COLL = pb.COMP_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE, pb.COMM_COLL_NODE
+METADATA, INVALID = pb.METADATA_NODE, pb.INVALID_NODE
+COMM_TYPES = (SEND, RECV, COLL)
+
+
+class SyncKind(IntEnum):
+    """Runtime synchronisation role of a (CPU) node, from `sync_kind` / `event_record`."""
+
+    NONE = 0
+    DEVICE = 1
+    STREAM = 2
+    EVENT = 3
+    STREAM_WAIT_EVENT = 4
+    EVENT_RECORD = 5
+
+
+_SYNC_NAMES = {
+    "device": SyncKind.DEVICE,
+    "stream": SyncKind.STREAM,
+    "event": SyncKind.EVENT,
+    "stream_wait_event": SyncKind.STREAM_WAIT_EVENT,
+}
+
+
+@dataclass(slots=True)
+class RankGraph:
+    """The nodes of one rank as parallel arrays (length n unless noted).
+
+    - `ids` int64: ET node ids (ascending); `name_idx` int32 into `names`;
+    - `type` int8: Chakra NodeType; `is_cpu_op` bool; `stream`, `tid` int64 (-1 = absent);
+    - `dur_ns` int64: recorded duration in ns (`dur_ns`, else `duration_micros`×1000),
+      -1 when nothing was recorded (no `dur_ns` and `duration_micros` = 0);
+      `dur_us_ns` int64: `duration_micros`×1000 exactly as ASTRA-sim reads it;
+      `gap_ns` int64: untraced CPU time before a CPU node (0 if absent);
+    - `dep_ptr` int64 (n+1), `dep_idx` int32: predecessors of node i are
+      `dep_idx[dep_ptr[i]:dep_ptr[i+1]]`;
+    - communication: `comm_type` int16, `comm_size` int64, `comm_peer` int32 (a send's
+      `comm_dst`, a receive's `comm_src`), `comm_tag` int32, `comm_seq` int64,
+      `comm_dur_ns` int64, `pg_label` int32 into `pg_labels` (the raw `pg_name`),
+      `group` int32 into `groups` (resolved member lists, global ranks in group order;
+      filled by `resolve_groups`, -1 until then);
+    - sync: `sync_kind` int8 (`SyncKind`), `sync_stream`, `sync_event` int64 (for an
+      event record, `sync_event` holds the recorded event id).
+    """
+
+    rank: int
+    ids: np.ndarray
+    names: list[str]
+    name_idx: np.ndarray
+    type: np.ndarray
+    is_cpu_op: np.ndarray
+    stream: np.ndarray
+    tid: np.ndarray
+    dur_ns: np.ndarray
+    dur_us_ns: np.ndarray
+    gap_ns: np.ndarray
+    dep_ptr: np.ndarray
+    dep_idx: np.ndarray
+    comm_type: np.ndarray
+    comm_size: np.ndarray
+    comm_peer: np.ndarray
+    comm_tag: np.ndarray
+    comm_seq: np.ndarray
+    comm_dur_ns: np.ndarray
+    pg_label: np.ndarray
+    pg_labels: list[str]
+    group: np.ndarray
+    sync_kind: np.ndarray
+    sync_stream: np.ndarray
+    sync_event: np.ndarray
+    groups: list[tuple[int, ...]] = field(default_factory=list)
+    pg_ranks: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    world_size: int | None = None
+    process_groups: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    measured_step_ns: int | None = None
+    source: str = ""
+    dropped_deps: int = 0
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def name(self, i: int) -> str:
+        return self.names[int(self.name_idx[i])]
+
+    def where(self, i: int) -> str:
+        """'rank R node ID "name"' for error messages."""
+        return f"rank {self.rank} node {int(self.ids[i])} {self.name(i)!r}"
+
+    def deps(self, i: int) -> np.ndarray:
+        return self.dep_idx[self.dep_ptr[i] : self.dep_ptr[i + 1]]
+
+    @classmethod
+    def from_arrays(cls, rank: int, n: int, **arrays: object) -> RankGraph:
+        """Build a graph of `n` nodes; arrays not given get their "absent" default.
+
+        Required: `dep_ptr` and `dep_idx` (or none: no dependencies). For generators and
+        benchmarks that never write protobuf.
+        """
+        defaults: dict[str, object] = {
+            "ids": np.arange(n, dtype=np.int64),
+            "names": ["node"],
+            "name_idx": np.zeros(n, np.int32),
+            "type": np.full(n, COMP, np.int8),
+            "is_cpu_op": np.zeros(n, bool),
+            "dur_ns": np.zeros(n, np.int64),
+            "gap_ns": np.zeros(n, np.int64),
+            "dep_ptr": np.zeros(n + 1, np.int64),
+            "dep_idx": np.zeros(0, np.int32),
+            "pg_labels": [],
+        }
+        for name in ("stream", "tid", "comm_type", "comm_peer", "comm_tag", "comm_seq"):
+            defaults[name] = np.full(n, -1, np.int64)
+        for name in ("comm_dur_ns", "sync_stream", "sync_event"):
+            defaults[name] = np.full(n, -1, np.int64)
+        defaults["comm_size"] = np.zeros(n, np.int64)
+        defaults["pg_label"] = np.full(n, -1, np.int32)
+        defaults["group"] = np.full(n, -1, np.int32)
+        defaults["sync_kind"] = np.zeros(n, np.int8)
+        defaults.update(arrays)
+        if "dur_us_ns" not in arrays:
+            defaults["dur_us_ns"] = np.maximum(np.asarray(defaults["dur_ns"]), 0)
+        return cls(rank=rank, **defaults)  # type: ignore[arg-type]
+
+
+def _int(value: object, default: int = -1) -> int:
+    if value is None:
+        return default
+    if isinstance(value, list):
+        return int(value[0]) if value else default
+    return int(value)  # type: ignore[call-overload]
+
+
+_WANTED = {
+    "is_cpu_op",
+    cv.STREAM,
+    cv.TID,
+    cv.DUR_NS,
+    cv.GAP_NS,
+    "comm_type",
+    "comm_size",
+    "comm_src",
+    "comm_dst",
+    "comm_tag",
+    "pg_name",
+    cv.PG_RANKS,
+    cv.COMM_SEQ,
+    cv.COMM_DUR_NS,
+    cv.SYNC_KIND,
+    cv.SYNC_STREAM,
+    cv.SYNC_EVENT,
+    cv.EVENT_RECORD,
+}
+
+
+def graph_from_et(
+    rank: int,
+    metadata: pb.GlobalMetadata,
+    nodes: Iterable[pb.Node],
+    source: str = "",
+    repair: bool = False,
+) -> RankGraph:
+    """Build one rank's graph from its ET nodes (any producer).
+
+    Raises TraceFormatError on duplicate ids, or on dependencies on absent ids (naming
+    the rank, node id and name) unless `repair`: then those dependencies count as
+    satisfied at t = 0 and `dropped_deps` says how many there were.
+    """
+    node_list = sorted(nodes, key=lambda node: node.id)
+    n = len(node_list)
+    g = RankGraph.from_arrays(rank, n, names=[], pg_labels=[])
+    name_ids: dict[str, int] = {}
+    label_ids: dict[str, int] = {}
+    deps_lists: list[list[int]] = []
+    for i, node in enumerate(node_list):
+        g.ids[i] = node.id
+        g.name_idx[i] = name_ids.setdefault(node.name, len(name_ids))
+        g.type[i] = node.type
+        g.dur_us_ns[i] = node.duration_micros * 1000
+        a = {x.name: attr_value(x) for x in node.attr if x.name in _WANTED}
+        dur = a.get(cv.DUR_NS)
+        g.dur_ns[i] = int(dur) if dur is not None else (node.duration_micros * 1000 or -1)
+        deps_lists.append([*node.data_deps, *node.ctrl_deps])
+        if not a:
+            continue
+        g.is_cpu_op[i] = bool(a.get("is_cpu_op", False))
+        g.stream[i] = _int(a.get(cv.STREAM))
+        g.tid[i] = _int(a.get(cv.TID))
+        g.gap_ns[i] = max(_int(a.get(cv.GAP_NS), 0), 0)
+        if node.type in COMM_TYPES:
+            _fill_comm(g, i, node.type, a, label_ids)
+        kind = a.get(cv.SYNC_KIND)
+        if kind in _SYNC_NAMES:
+            g.sync_kind[i] = _SYNC_NAMES[str(kind)]
+            g.sync_stream[i] = _int(a.get(cv.SYNC_STREAM))
+            g.sync_event[i] = _int(a.get(cv.SYNC_EVENT))
+        elif cv.EVENT_RECORD in a:
+            g.sync_kind[i] = SyncKind.EVENT_RECORD
+            g.sync_stream[i] = _int(a.get(cv.SYNC_STREAM))
+            g.sync_event[i] = _int(a.get(cv.EVENT_RECORD))
+    g.names = list(name_ids)
+    g.pg_labels = list(label_ids)
+    _fill_deps(g, deps_lists, source, repair)
+    _fill_metadata(g, metadata)
+    g.source = source
+    return g
+
+
+def _fill_comm(
+    g: RankGraph, i: int, ntype: int, a: dict[str, object], label_ids: dict[str, int]
+) -> None:
+    g.comm_type[i] = _int(a.get("comm_type"))
+    g.comm_size[i] = max(_int(a.get("comm_size"), 0), 0)
+    g.comm_tag[i] = _int(a.get("comm_tag"), 0)
+    if ntype == SEND:
+        g.comm_peer[i] = _int(a.get("comm_dst"))
+    elif ntype == RECV:
+        g.comm_peer[i] = _int(a.get("comm_src"))
+    g.comm_seq[i] = _int(a.get(cv.COMM_SEQ))
+    g.comm_dur_ns[i] = _int(a.get(cv.COMM_DUR_NS))
+    label = a.get("pg_name")
+    if label is not None:
+        g.pg_label[i] = label_ids.setdefault(str(label), len(label_ids))
+    ranks = a.get(cv.PG_RANKS)
+    if ranks:
+        g.pg_ranks[i] = tuple(int(r) for r in ranks)  # type: ignore[attr-defined]
+
+
+def _fill_deps(g: RankGraph, deps_lists: list[list[int]], source: str, repair: bool) -> None:
+    index = {int(node_id): i for i, node_id in enumerate(g.ids.tolist())}
+    if len(index) != len(g.ids):
+        dup = int(g.ids[np.nonzero(np.diff(g.ids) == 0)[0][0]])
+        raise TraceFormatError(source, f"rank {g.rank}: node id {dup} appears twice")
+    ptr = np.zeros(len(deps_lists) + 1, np.int64)
+    flat: list[int] = []
+    for i, deps in enumerate(deps_lists):
+        seen = set()
+        for d in deps:
+            j = index.get(d)
+            if j is None:
+                if repair:
+                    g.dropped_deps += 1
+                    continue
+                raise TraceFormatError(
+                    source,
+                    f"{g.where(i)} depends on node {d}, which is not in the file "
+                    "(--repair drops such dependencies)",
+                )
+            if j not in seen:
+                seen.add(j)
+                flat.append(j)
+        ptr[i + 1] = len(flat)
+    g.dep_ptr = ptr
+    g.dep_idx = np.asarray(flat, np.int32)
+
+
+def _fill_metadata(g: RankGraph, metadata: pb.GlobalMetadata) -> None:
+    meta = {x.name: attr_value(x) for x in metadata.attr}
+    if cv.META_WORLD_SIZE in meta:
+        g.world_size = int(meta[cv.META_WORLD_SIZE])
+    if cv.META_STEP_NS in meta:
+        g.measured_step_ns = int(meta[cv.META_STEP_NS])
+    groups = meta.get(cv.META_PROCESS_GROUPS)
+    if groups:
+        try:
+            g.process_groups = {str(k): tuple(v) for k, v in json.loads(groups).items()}
+        except (ValueError, TypeError, AttributeError):
+            g.process_groups = {}

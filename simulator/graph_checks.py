@@ -1,0 +1,55 @@
+"""Load-time checks of one rank's graph that the scheduler relies on: no cycles.
+
+(Dangling dependencies and duplicate ids are refused while the graph is built; collective
+sequences and send/recv pairing are checked across ranks in `rendezvous`.) Nodes listed
+after all their dependencies — what every producer we know writes — pass in one
+vectorised comparison; otherwise a topological sort finds the nodes on cycles.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from lumos.simulator.graph import RankGraph
+
+MAX_LISTED = 5
+
+
+def cycle_problems(g: RankGraph) -> list[str]:
+    """One problem per rank with a cycle, naming some nodes on (or behind) it."""
+    n = len(g)
+    owner = np.repeat(np.arange(n), np.diff(g.dep_ptr))
+    if not len(owner) or bool((g.dep_idx < owner).all()):
+        return []
+    indeg = np.diff(g.dep_ptr).astype(np.int64)
+    order = np.argsort(g.dep_idx, kind="stable")
+    succ_ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(g.dep_idx, minlength=n), out=succ_ptr[1:])
+    succ = owner[order].tolist()
+    ptr = succ_ptr.tolist()
+    deg = indeg.tolist()
+    stack = [i for i in range(n) if not deg[i]]
+    seen = 0
+    while stack:
+        v = stack.pop()
+        seen += 1
+        for u in succ[ptr[v] : ptr[v + 1]]:
+            deg[u] -= 1
+            if not deg[u]:
+                stack.append(u)
+    if seen == n:
+        return []
+    stuck = [i for i in range(n) if deg[i]]
+    names = ", ".join(g.where(i) for i in stuck[:MAX_LISTED])
+    return [f"rank {g.rank}: dependency cycle among {len(stuck)} nodes, e.g. {names}"]
+
+
+def drop_forward_deps(g: RankGraph) -> int:
+    """Remove dependencies on nodes with a later (or equal) id, in place; how many.
+
+    What is left points only backwards, so it is acyclic.
+    """
+    owner = np.repeat(np.arange(len(g)), np.diff(g.dep_ptr))
+    keep = g.dep_idx < owner
+    g.dep_idx = g.dep_idx[keep]
+    g.dep_ptr = np.concatenate(([0], np.cumsum(np.bincount(owner[keep], minlength=len(g)))))
+    return int((~keep).sum())

@@ -1,0 +1,85 @@
+"""Which in-order processor runs each node of a rank: CPU threads, GPU streams, catch-alls.
+
+Native modes follow the ET contract: a node with `stream` runs on that GPU stream; one
+with `tid` (and no stream) on that CPU thread; a node with neither goes to the rank's
+single "cpu" (`is_cpu_op`), "gpu" (compute) or "comm" (communication) processor, and
+METADATA/INVALID nodes to an unlimited "meta" processor. ASTRA-sim mode reproduces its
+per-rank resource rule instead: one CPU op, one GPU compute node and one communication op
+at a time, whatever the stream, with receives unlimited.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from lumos.simulator.graph import COLL, COMM_TYPES, COMP, INVALID, METADATA, SEND, RankGraph
+from lumos.simulator.result import ProcessorInfo, ProcKind
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """Processor of every node (`proc`, int32 index into `processors`)."""
+
+    proc: np.ndarray
+    processors: list[ProcessorInfo]
+
+    def kinds(self) -> np.ndarray:
+        """ProcKind of every processor as small ints (0 cpu, 1 gpu, 2 comm, 3 meta)."""
+        order = list(ProcKind)
+        return np.asarray([order.index(p.kind) for p in self.processors], np.int8)
+
+
+def assign_processors(g: RankGraph, astra: bool = False) -> Assignment:
+    """Map each node of `g` to a processor; deterministic order: threads, streams, others."""
+    return _assign_astra(g) if astra else _assign_native(g)
+
+
+def _assign_native(g: RankGraph) -> Assignment:
+    n = len(g)
+    proc = np.full(n, -1, np.int32)
+    procs: list[ProcessorInfo] = []
+    on_stream = g.stream >= 0
+    on_thread = (~on_stream) & (g.tid >= 0)
+    for tid in np.unique(g.tid[on_thread]).tolist():
+        proc[on_thread & (g.tid == tid)] = len(procs)
+        procs.append(ProcessorInfo(f"thread {tid}", ProcKind.CPU, int(tid)))
+    for stream in np.unique(g.stream[on_stream]).tolist():
+        proc[on_stream & (g.stream == stream)] = len(procs)
+        procs.append(ProcessorInfo(f"stream {stream}", ProcKind.GPU, int(stream)))
+    rest = proc < 0
+    is_comm = np.isin(g.type, COMM_TYPES)
+    is_meta = np.isin(g.type, (METADATA, INVALID))
+    buckets = (
+        ("cpu", ProcKind.CPU, rest & g.is_cpu_op & ~is_comm & ~is_meta),
+        ("gpu", ProcKind.GPU, rest & ~g.is_cpu_op & ~is_comm & ~is_meta),
+        ("comm", ProcKind.COMM, rest & is_comm),
+        ("meta", ProcKind.META, rest & is_meta),
+    )
+    for name, kind, mask in buckets:
+        if mask.any():
+            proc[mask] = len(procs)
+            procs.append(ProcessorInfo(name, kind))
+    return Assignment(proc, procs)
+
+
+def _assign_astra(g: RankGraph) -> Assignment:
+    n = len(g)
+    proc = np.full(n, -1, np.int32)
+    procs: list[ProcessorInfo] = []
+    is_comm = np.isin(g.type, (SEND, COLL))
+    buckets = (
+        ("cpu", ProcKind.CPU, g.is_cpu_op & ~np.isin(g.type, COMM_TYPES)),
+        ("gpu", ProcKind.GPU, (g.type == COMP) & ~g.is_cpu_op),
+        ("comm", ProcKind.COMM, is_comm),
+    )
+    for name, kind, mask in buckets:
+        mask = mask & (proc < 0)
+        if mask.any():
+            proc[mask] = len(procs)
+            procs.append(ProcessorInfo(name, kind))
+    rest = proc < 0
+    if rest.any():
+        proc[rest] = len(procs)
+        procs.append(ProcessorInfo("meta", ProcKind.META))
+    return Assignment(proc, procs)

@@ -1,0 +1,141 @@
+"""Matching communication across ranks, once, before simulating: collectives and send/recv.
+
+A collective instance is the k-th collective that each member rank issues in one process
+group (ordered by `comm_seq` when every node has it, else by node id); it starts when every
+simulated member has arrived. The k-th send (src→dst, tag) pairs with the k-th receive
+(src→dst, tag). Mismatches — different lengths, types or sizes across members, a send
+with no receive on a loaded peer — are collected as problems naming rank, node id and
+name, so they are reported at load and never show up as a hang.
+
+`rep` maps every loaded rank to the rank that stands for it (itself, unless folded); a
+peer or member that is loaded but not simulated is represented by its `rep`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from lumos.simulator.graph import COLL, RECV, SEND, RankGraph
+
+
+@dataclass(slots=True)
+class Instance:
+    """One joint communication event: member nodes as (slot, node index) pairs.
+
+    `kind` is "coll" or "p2p" (then `members` = [send, recv]); `group` the collective's
+    global ranks in order (p2p: (src, dst)).
+    """
+
+    kind: str
+    comm_type: int
+    size: int
+    group: tuple[int, ...]
+    members: list[tuple[int, int]] = field(default_factory=list)
+
+
+def _order(g: RankGraph, nodes: np.ndarray) -> list[int]:
+    seq = g.comm_seq[nodes]
+    if len(nodes) and (seq >= 0).all():
+        return nodes[np.argsort(seq, kind="stable")].tolist()
+    return nodes.tolist()
+
+
+def match_collectives(graphs: Sequence[RankGraph], problems: list[str]) -> list[Instance]:
+    """Collective instances over the simulated `graphs` (slots = positions in the list)."""
+    slot_of = {g.rank: k for k, g in enumerate(graphs)}
+    seqs: dict[tuple[int, ...], dict[int, list[int]]] = {}
+    for k, g in enumerate(graphs):
+        colls = np.nonzero(g.type == COLL)[0]
+        by_group: dict[int, list[int]] = {}
+        for gid in np.unique(g.group[colls]).tolist():
+            by_group[gid] = _order(g, colls[g.group[colls] == gid])
+        for gid, nodes in by_group.items():
+            members = g.groups[gid]
+            if g.rank not in members:
+                problems.append(
+                    f"{g.where(nodes[0])}: collective's group {list(members)} "
+                    f"does not include rank {g.rank}"
+                )
+                continue
+            seqs.setdefault(members, {})[k] = nodes
+    instances: list[Instance] = []
+    for members, per_slot in sorted(seqs.items()):
+        slots = sorted({slot_of[r] for r in members if r in slot_of})
+        lengths = {k: len(per_slot.get(k, ())) for k in slots}
+        if len(set(lengths.values())) > 1:
+            problems.append(_length_problem(graphs, members, per_slot, lengths))
+            continue
+        for idx in range(next(iter(lengths.values()), 0)):
+            nodes = [(k, per_slot[k][idx]) for k in slots]
+            k0, i0 = nodes[0]
+            g0 = graphs[k0]
+            sig = (int(g0.comm_type[i0]), int(g0.comm_size[i0]))
+            for k, i in nodes[1:]:
+                other = (int(graphs[k].comm_type[i]), int(graphs[k].comm_size[i]))
+                if other != sig:
+                    problems.append(
+                        f"collective #{idx} of group {list(members)} differs: {g0.where(i0)} "
+                        f"is (type {sig[0]}, {sig[1]} B) but {graphs[k].where(i)} is "
+                        f"(type {other[0]}, {other[1]} B)"
+                    )
+            instances.append(Instance("coll", sig[0], sig[1], members, nodes))
+    return instances
+
+
+def _length_problem(
+    graphs: Sequence[RankGraph],
+    members: tuple[int, ...],
+    per_slot: dict[int, list[int]],
+    lengths: dict[int, int],
+) -> str:
+    shortest = min(lengths.values())
+    parts = []
+    for k, count in lengths.items():
+        nodes = per_slot.get(k, [])
+        extra = f", first unmatched {graphs[k].where(nodes[shortest])}" if count > shortest else ""
+        parts.append(f"rank {graphs[k].rank}: {count}{extra}")
+    return f"group {list(members)} issues different numbers of collectives: " + "; ".join(parts)
+
+
+def match_p2p(
+    graphs: Sequence[RankGraph], rep: Mapping[int, int], problems: list[str]
+) -> list[Instance]:
+    """Send/recv pairs over the simulated `graphs`; peers outside `rep` stay unpaired."""
+    sends: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+    recvs: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+    for k, g in enumerate(graphs):
+        for i in np.nonzero((g.type == SEND) | (g.type == RECV))[0].tolist():
+            peer = int(g.comm_peer[i])
+            is_send = g.type[i] == SEND
+            if peer < 0:
+                side = "comm_dst" if is_send else "comm_src"
+                problems.append(f"{g.where(i)}: point-to-point node without {side}")
+                continue
+            if peer not in rep:
+                continue
+            tag = int(g.comm_tag[i])
+            if is_send:
+                sends.setdefault((g.rank, rep[peer], tag), []).append((k, i))
+            else:
+                recvs.setdefault((rep[peer], g.rank, tag), []).append((k, i))
+    instances = []
+    for key in sorted(set(sends) | set(recvs)):
+        s_list, r_list = sends.get(key, []), recvs.get(key, [])
+        for s, r in zip(s_list, r_list):
+            gs, gr = graphs[s[0]], graphs[r[0]]
+            size_s, size_r = int(gs.comm_size[s[1]]), int(gr.comm_size[r[1]])
+            if size_s != size_r:
+                problems.append(
+                    f"{gs.where(s[1])} sends {size_s} B but its receive {gr.where(r[1])} "
+                    f"expects {size_r} B"
+                )
+            instances.append(Instance("p2p", -1, size_s, (key[0], key[1]), [s, r]))
+        for k, i in s_list[len(r_list) :] + r_list[len(s_list) :]:
+            problems.append(
+                f"{graphs[k].where(i)}: no matching "
+                f"{'receive' if graphs[k].type[i] == SEND else 'send'} "
+                f"(src {key[0]}, dst {key[1]}, tag {key[2]})"
+            )
+    return instances

@@ -1,0 +1,234 @@
+"""`simulate()`: the one entry point — ETs (or graphs) and options in, a `SimResult` out.
+
+Modes: `replay` uses recorded durations for everything (a collective takes its recorded
+time without the wait for late peers: `comm_dur_ns`, else the shortest member duration);
+`model` keeps recorded compute and prices communication with a `CollectivePricer`;
+`astra` reproduces ASTRA-sim: `duration_micros` compute, network-priced collectives,
+and its per-rank one-CPU / one-GPU / one-comm resource rule with ascending-id issue.
+Everything is validated before the first event; the run never hangs (a stall is a
+SimulationError naming the stuck nodes).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+import numpy as np
+from lumos.simulator.fold import Folding, find_folding, identity
+from lumos.simulator.graph import COLL, RECV, SEND, RankGraph
+from lumos.simulator.graph_checks import cycle_problems
+from lumos.simulator.load import load_graphs
+from lumos.simulator.netapi import CollectivePricer
+from lumos.simulator.plan import Plan, build_plan
+from lumos.simulator.processors import assign_processors
+from lumos.simulator.rendezvous import Instance, match_collectives, match_p2p
+from lumos.simulator.result import RankResult, SimResult, TaskTable
+from lumos.simulator.scheduler import Schedule, run_plan
+from lumos.simulator.sync import RuntimeSync
+
+from lumos.errors import ConfigError, SimulationError, ValidationError
+
+#: ASTRA-sim simulates these collective types; others only wait their duration.
+ASTRA_PRICED = (0, 2, 6, 7)
+MAX_STUCK_LISTED = 10
+
+
+class Mode(str, Enum):
+    REPLAY = "replay"
+    MODEL = "model"
+    ASTRA = "astra"
+
+
+@dataclass(frozen=True, slots=True)
+class SimOptions:
+    """How to simulate.
+
+    `pricer` prices communication (required for model and astra; in replay it prices
+    only collectives with no recorded time). `fold`: simulate one of each set of identical
+    ranks (exact; see `lumos.simulator.fold`). `ablate_sync`: drop cross-stream and
+    GPU→CPU edges and runtime syncs (the dPRO-like graph, for ablations). `comm_groups`:
+    ASTRA-sim comm-group mapping `{pg_name: [ranks]}`. `repair`: load
+    broken foreign ETs anyway — drop dependencies on absent ids, and in a graph with a
+    cycle, dependencies on later ids (see `load.load_graphs`) — instead of failing.
+    """
+
+    mode: Mode = Mode.REPLAY
+    pricer: CollectivePricer | None = None
+    fold: bool = False
+    ablate_sync: bool = False
+    comm_groups: Mapping[str, Sequence[int]] | None = None
+    repair: bool = False
+
+
+def simulate(
+    source: str | Path | Sequence[RankGraph], options: SimOptions | None = None
+) -> SimResult:
+    """Simulate all ranks of a trace (path to ETs, or already-built graphs).
+
+    Raises ValidationError (cycles, mismatched collectives, unpaired send/recv),
+    ConfigError (model/astra mode without a pricer), SimulationError (a stall).
+    """
+    opts = options or SimOptions()
+    mode = Mode(opts.mode)
+    if mode is not Mode.REPLAY and opts.pricer is None:
+        raise ConfigError(f"mode {mode.value!r} needs a network pricer (--hw or ASTRA-sim configs)")
+    t0 = time.perf_counter()
+    graphs = (
+        load_graphs(source, opts.comm_groups, opts.repair)
+        if isinstance(source, (str, Path))
+        else list(source)
+    )
+    t_load = time.perf_counter()
+    problems = [p for g in graphs for p in cycle_problems(g)]
+    folding = find_folding(graphs) if opts.fold else identity(graphs)
+    by_rank = {g.rank: g for g in graphs}
+    sim_graphs = [by_rank[r] for r in folding.simulated]
+    instances = match_collectives(sim_graphs, problems) + match_p2p(
+        sim_graphs, folding.rep, problems
+    )
+    if problems:
+        raise ValidationError(problems, header="the trace cannot be simulated")
+    astra = mode is Mode.ASTRA
+    assignments = [assign_processors(g, astra) for g in sim_graphs]
+    plan = build_plan(sim_graphs, assignments, astra, opts.ablate_sync)
+    _attach_comms(plan, sim_graphs, instances, mode, opts.pricer)
+    sync = RuntimeSync(len(plan.unlimited), plan.stream_of) if plan.sync_args else None
+    t_plan = time.perf_counter()
+    schedule = run_plan(plan, sync)
+    t_run = time.perf_counter()
+    _check_complete(schedule, plan, sim_graphs)
+    result = _assemble(graphs, sim_graphs, assignments, plan, schedule, folding, mode)
+    result.stats = {
+        "nodes_simulated": plan.n,
+        "nodes_total": sum(len(g) for g in graphs),
+        "ranks_simulated": len(sim_graphs),
+        "events": schedule.events,
+        "load_s": round(t_load - t0, 4),
+        "plan_s": round(t_plan - t_load, 4),
+        "run_s": round(t_run - t_plan, 4),
+        "fold_note": folding.reason,
+    }
+    return result
+
+
+def _recorded(g: RankGraph, i: int) -> int:
+    return int(g.dur_ns[i])
+
+
+def _attach_comms(
+    plan: Plan,
+    graphs: Sequence[RankGraph],
+    instances: list[Instance],
+    mode: Mode,
+    pricer: CollectivePricer | None,
+) -> None:
+    """Give each joint event its members (global indices) and its transfer time."""
+    for m, inst in enumerate(instances):
+        members = [plan.offsets[k] + i for k, i in inst.members]
+        for v in members:
+            plan.match[v] = m
+        plan.inst_members.append(members)
+        plan.inst_dur.append(_instance_ns(inst, graphs, mode, pricer))
+    for k, g in enumerate(graphs):
+        off = plan.offsets[k]
+        for i in np.nonzero((g.type == SEND) | (g.type == RECV) | (g.type == COLL))[0].tolist():
+            if plan.match[off + i] < 0 and mode is not Mode.REPLAY and g.type[i] == SEND:
+                assert pricer is not None
+                plan.dur[off + i] = pricer.p2p_ns(int(g.comm_size[i]), g.rank, int(g.comm_peer[i]))
+
+
+def _instance_ns(
+    inst: Instance, graphs: Sequence[RankGraph], mode: Mode, pricer: CollectivePricer | None
+) -> int:
+    def price() -> int:
+        assert pricer is not None
+        if inst.kind == "p2p":
+            return int(pricer.p2p_ns(inst.size, inst.group[0], inst.group[1]))
+        return int(pricer.collective_ns(inst.comm_type, inst.size, inst.group))
+
+    if mode is Mode.MODEL:
+        return price()
+    if mode is Mode.ASTRA:
+        if inst.kind == "p2p" or inst.comm_type in ASTRA_PRICED:
+            return price()
+        return min(int(graphs[k].dur_us_ns[i]) for k, i in inst.members)
+    measured = [int(graphs[k].comm_dur_ns[i]) for k, i in inst.members]
+    measured = [d for d in measured if d >= 0]
+    if not measured:
+        measured = [d for d in (_recorded(graphs[k], i) for k, i in inst.members) if d >= 0]
+    if measured:
+        return min(measured)
+    return price() if pricer is not None else 0
+
+
+def _check_complete(schedule: Schedule, plan: Plan, graphs: Sequence[RankGraph]) -> None:
+    stuck = [v for v, e in enumerate(schedule.end) if e < 0]
+    if not stuck:
+        return
+    lines = []
+    for v in stuck[:MAX_STUCK_LISTED]:
+        k = int(np.searchsorted(plan.offsets, v, side="right")) - 1
+        g = graphs[k]
+        state = "started, waiting" if schedule.start[v] >= 0 else "never started"
+        lines.append(f"{g.where(v - plan.offsets[k])} ({state})")
+    raise SimulationError(
+        f"simulation stalled with {len(stuck)} node(s) unfinished "
+        "(a runtime dependency cycle across streams or ranks):\n  " + "\n  ".join(lines)
+    )
+
+
+def _assemble(
+    graphs: Sequence[RankGraph],
+    sim_graphs: Sequence[RankGraph],
+    assignments: Sequence,
+    plan: Plan,
+    schedule: Schedule,
+    folding: Folding,
+    mode: Mode,
+) -> SimResult:
+    start = np.asarray(schedule.start, np.int64)
+    end = np.asarray(schedule.end, np.int64)
+    wait = np.asarray(schedule.wait, np.int64)
+    match = np.asarray(plan.match, np.int64)
+    own: dict[int, RankResult] = {}
+    for k, (g, a) in enumerate(zip(sim_graphs, assignments)):
+        lo, hi = plan.offsets[k], plan.offsets[k + 1]
+        tasks = TaskTable(
+            node_id=g.ids,
+            start_ns=start[lo:hi],
+            end_ns=end[lo:hi],
+            wait_ns=wait[lo:hi],
+            proc=a.proc,
+            type=g.type,
+            is_comm=np.isin(g.type, (SEND, RECV, COLL)),
+            name_idx=g.name_idx,
+            match=match[lo:hi],
+            names=g.names,
+        )
+        it = int(end[lo:hi].max()) if hi > lo else 0
+        own[g.rank] = RankResult(g.rank, it, a.processors, tasks, g.measured_step_ns)
+    ranks, out_graphs = [], []
+    by_rank = {g.rank: g for g in graphs}
+    for r in sorted(folding.rep):
+        rep = folding.rep[r]
+        base = own[rep]
+        if rep == r:
+            ranks.append(base)
+        else:
+            ranks.append(
+                RankResult(
+                    r,
+                    base.iteration_time_ns,
+                    base.processors,
+                    base.tasks,
+                    by_rank[r].measured_step_ns,
+                    folded_from=rep,
+                )
+            )
+        out_graphs.append(by_rank[rep])
+    total = max((r.iteration_time_ns for r in ranks), default=0)
+    return SimResult(ranks, total, mode.value, out_graphs)

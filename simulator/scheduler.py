@@ -1,0 +1,232 @@
+"""The simulation loop: runs a `Plan` on the event kernel and returns every node's times.
+
+Events are node finishes (and, rarely, delayed starts of special nodes, and processor
+dispatches in ASTRA-sim mode). When a node finishes, its processor frees and its
+successors' counters drop; a successor whose enqueueing dependencies are all done joins
+its processor's queue, and a queue's head starts when its processor is free and all its
+dependencies are done. A chain of nodes on one thread therefore costs one heap push and
+pop per node and nothing else. Processors are FIFO queues, or, in ASTRA-sim mode,
+lowest-id-first among ready nodes, dispatched after every event of the same instant.
+This module is the hot path: plain lists and local names on purpose.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from heapq import heappop, heappush
+
+from lumos.simulator.engine import PRIO_SHIFT, TIME_SHIFT
+from lumos.simulator.plan import (
+    COLLECTIVE,
+    EVENT_RECORD,
+    P2P_RECV,
+    P2P_SEND,
+    PLAIN,
+    STREAM_WAIT,
+    SYNC_WAIT,
+    Plan,
+)
+from lumos.simulator.sync import RuntimeSync
+
+FINISH, START, DISPATCH = 0, 1, 2
+_KIND_MASK = 3
+
+
+@dataclass(slots=True)
+class Schedule:
+    """Per global node: start, end, blocked time (-1 = never ran); events processed."""
+
+    start: list[int]
+    end: list[int]
+    wait: list[int]
+    events: int
+
+
+def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
+    """Simulate the plan to completion (or until nothing can move: see `Schedule.end`)."""
+    n = plan.n
+    dur, gap, proc, role = plan.dur, plan.gap, plan.proc, plan.role
+    succ_ptr, succ = plan.succ_ptr, plan.succ
+    indeg, enq = list(plan.indeg), list(plan.enq)
+    unlimited, is_stream, by_id = plan.unlimited, plan.is_stream, plan.by_id
+    match, inst_dur, inst_members = plan.match, plan.inst_dur, plan.inst_members
+    n_procs = len(unlimited)
+    busy = [False] * n_procs
+    last_end = [0] * n_procs
+    queues: list = [[] if by_id else deque() for _ in range(n_procs)]
+    dispatching = [False] * n_procs
+    start, end, wait = [-1] * n, [-1] * n, [0] * n
+    n_inst = len(inst_dur)
+    arrived, latest = [0] * n_inst, [0] * n_inst
+    msg_at, sent_at, posted = [-1] * n_inst, [-1] * n_inst, [-1] * n_inst
+    heap: list[int] = []
+    tracking = sync is not None
+    stream_procs = is_stream if tracking else [False] * n_procs
+    shift = TIME_SHIFT
+
+    def finish_at(v: int, t: int) -> None:
+        heappush(heap, (t << shift) | (v << 2))
+
+    def dispatch(pi: int, t: int) -> None:
+        if not dispatching[pi]:
+            dispatching[pi] = True
+            heappush(heap, (t << shift) | (1 << PRIO_SHIFT) | ((n + pi) << 2) | DISPATCH)
+
+    def begin(v: int, pi: int, t: int) -> None:
+        s = t
+        g = gap[v]
+        if g and last_end[pi] + g > s:
+            s = last_end[pi] + g
+        start[v] = s
+        if not unlimited[pi]:
+            busy[pi] = True
+        if role[v] == PLAIN:
+            heappush(heap, ((s + dur[v]) << shift) | (v << 2))
+        elif s > t:
+            heappush(heap, (s << shift) | (v << 2) | START)
+        else:
+            special(v, s)
+
+    def special(v: int, s: int) -> None:
+        r = role[v]
+        m = match[v]
+        if r == COLLECTIVE and m >= 0:
+            arrived[m] += 1
+            if s > latest[m]:
+                latest[m] = s
+            members = inst_members[m]
+            if arrived[m] == len(members):
+                t0 = latest[m]
+                e = t0 + inst_dur[m]
+                for u in members:
+                    wait[u] = t0 - start[u]
+                    finish_at(u, e)
+        elif r == P2P_SEND and m >= 0:
+            msg = s + inst_dur[m]
+            finish_at(v, msg)
+            rv = inst_members[m][1]
+            if posted[m] >= 0:
+                wait[rv] = max(0, s - posted[m])
+                finish_at(rv, max(posted[m], msg))
+            else:
+                msg_at[m], sent_at[m] = msg, s
+        elif r == P2P_RECV and m >= 0:
+            if msg_at[m] >= 0:
+                wait[v] = max(0, sent_at[m] - s)
+                finish_at(v, max(s, msg_at[m]))
+            else:
+                posted[m] = s
+        elif r == SYNC_WAIT and sync is not None:
+            slot, kind, stream, event = plan.sync_args[v]
+            if not sync.block(v, slot, kind, stream, event):
+                finish_at(v, s + dur[v])
+        elif r == EVENT_RECORD and sync is not None:
+            slot, _, stream, event = plan.sync_args[v]
+            sync.record(slot, event, stream)
+            finish_at(v, s + dur[v])
+        elif r == STREAM_WAIT and sync is not None:
+            slot, _, stream, event = plan.sync_args[v]
+            marker = sync.add_marker(slot, event)
+            pw = plan.stream_of[slot].get(stream)
+            if marker is not None and pw is not None:
+                queues[pw].append(-(marker + 1))
+                if not busy[pw]:
+                    try_start(pw, s)
+            finish_at(v, s + dur[v])
+        else:
+            finish_at(v, s + dur[v])
+
+    def try_start(pi: int, t: int) -> None:
+        if by_id:
+            dispatch(pi, t)
+            return
+        q = queues[pi]
+        while q and not busy[pi]:
+            v = q[0]
+            if v < 0:
+                if sync is not None and sync.marker_blocks(-v - 1, -(pi + 1)):
+                    return
+                q.popleft()
+                continue
+            if indeg[v]:
+                return
+            q.popleft()
+            begin(v, pi, t)
+
+    def enqueue(u: int, t: int) -> None:
+        pu = proc[u]
+        if unlimited[pu]:
+            if not indeg[u]:
+                begin(u, pu, t)
+            return
+        if stream_procs[pu]:
+            sync.enqueued[pu] += 1  # type: ignore[union-attr]
+        q = queues[pu]
+        if by_id:
+            heappush(q, u)
+            dispatch(pu, t)
+        else:
+            q.append(u)
+            if not busy[pu] and len(q) == 1 and not indeg[u]:
+                q.popleft()
+                begin(u, pu, t)
+
+    def release(token: int, t: int) -> None:
+        if token >= 0:
+            wait[token] = t - start[token]
+            finish_at(token, t + dur[token])
+        else:
+            try_start(-token - 1, t)
+
+    for v in range(n):
+        if not enq[v]:
+            enqueue(v, 0)
+    events = 0
+    while heap:
+        key = heappop(heap)
+        events += 1
+        t = key >> shift
+        kind = key & _KIND_MASK
+        v = (key >> 2) & ((1 << (PRIO_SHIFT - 2)) - 1)
+        if kind == START:
+            special(v, t)
+            continue
+        if kind == DISPATCH:
+            pi = v - n
+            dispatching[pi] = False
+            q = queues[pi]
+            if q and not busy[pi]:
+                u = heappop(q)
+                begin(u, pi, t)
+            continue
+        end[v] = t
+        pi = proc[v]
+        if not unlimited[pi]:
+            busy[pi] = False
+            last_end[pi] = t
+        if stream_procs[pi]:
+            for token in sync.finished(pi):  # type: ignore[union-attr]
+                release(token, t)
+        for idx in range(succ_ptr[v], succ_ptr[v + 1]):
+            e = succ[idx]
+            u = e >> 1
+            r = indeg[u] - 1
+            indeg[u] = r
+            if e & 1:
+                c = enq[u] - 1
+                enq[u] = c
+                if not c:
+                    enqueue(u, t)
+            elif not r:
+                pu = proc[u]
+                if unlimited[pu]:
+                    begin(u, pu, t)
+                elif not busy[pu] and not by_id:
+                    q = queues[pu]
+                    if q and q[0] == u:
+                        q.popleft()
+                        begin(u, pu, t)
+        if queues[pi] and not busy[pi]:
+            try_start(pi, t)
+    return Schedule(start, end, wait, events)
