@@ -57,6 +57,8 @@ def build_tasks(
         chain: list[Task] = []
         for seg in flatten_thread(evs, lambda e: is_gloo_op(e.name)):
             task = _cpu_task(seg, tid, host_by_ev)
+            if is_gloo_op(seg.ev.name):
+                task.attrs["_enclosing"] = seg.enclosing
             if seg.ev.kind is Kind.RUNTIME and seg.ev.corr >= 0:
                 launch_of[seg.ev.corr] = task
                 enclosing[id(task)] = seg.enclosing

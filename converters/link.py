@@ -199,6 +199,8 @@ def _check_nesting(
         if parent is None:
             continue
         c, p = events[index], events[parent]
+        if c.tid != p.tid:  # e.g. gloo work issued on one thread, run on another
+            continue
         if c.ts + TIME_SLACK_NS < p.ts or c.ts + c.dur > p.ts + p.dur + TIME_SLACK_NS:
             del host_of[index]
             rule = "rf_id" if c.rf >= 0 else "order"
