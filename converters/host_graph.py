@@ -41,7 +41,8 @@ def build_host_tasks(
     for op in ops:
         if op.name in ROOT_NAMES or op.name == PROCESS_GROUP_INIT:
             continue
-        if op.name.startswith(STEP_PREFIX) or op.id in has_child:
+        comm = op.name.startswith(("nccl:", "gloo:"))
+        if op.name.startswith(STEP_PREFIX) or (op.id in has_child and not comm):
             continue
         threads[op.tid].append(op)
     tasks: list[Task] = []

@@ -78,16 +78,16 @@ def test_output_passes_validator(dlrm: tuple[Path, object]) -> None:
 
 def test_linking_agrees_with_old_merged_reference() -> None:
     """Our order-based link gives the same Kineto times as PARAM's old trace_link output."""
-    host = [
+    host = next(
         f
         for f in expand_inputs([fixture_path(f"{INPUTS}/dlrm_pytorch_et.tar.gz")])
         if f.name == "dlrm_eg_0.json"
-    ][0]
-    kin = [
+    )
+    kin = next(
         f
         for f in expand_inputs([fixture_path(f"{INPUTS}/dlrm_kineto.tar.gz")])
         if f.name.startswith("worker0_")
-    ][0]
+    )
     h, k = load_host_et(host), load_kineto(kin)
     linked = link(h, k)
     ref_path = fixture_path("astra-sim/my_test/inputs/workload/et_plus/dlrm_eg_0_plus.json.gz")
