@@ -110,20 +110,14 @@ def export_rank(
     kept_order = [p for p in order if kept[p]]
     gaps = _idle_gaps(graph, kept_order, folded, chain) if options.cpu_gaps is CpuGaps.DELAY else {}
     new_id: dict[int, int] = {}
+    problems: list[str] = []
     for pos in kept_order:
         source = graph.nodes[pos]
-        target = None
-        if kinds[pos] is Kind.COLLECTIVE:
-            members = groups.members(graph.rank, source)
-            target = CommTarget(groups.group_id(members), involved_dims(members, npus_count))
-        node = exported_node(
-            source,
-            kinds[pos],
-            graph.rank,
-            target,
-            result.fixes,
-            replay_unsupported=options.replay_unsupported_comms,
-        )
+        try:
+            node = _exported(graph.rank, source, kinds[pos], groups, npus_count, options, result)
+        except ExportError as exc:
+            problems.append(str(exc))
+            continue
         data = [new_id[d] for d in folded[pos]]
         ctrl = [new_id[chain[pos]]] if pos in chain and new_id[chain[pos]] not in data else []
         gap = gaps.get(pos, 0)
@@ -141,11 +135,43 @@ def export_rank(
         node.ctrl_deps.extend(ctrl)
         new_id[pos] = node.id
         result.nodes.append(node)
+    if problems:
+        raise ExportError(f"rank {graph.rank}: " + _listed(problems))
     if options.strict and result.fixes:
         raise ExportError(
             "strict export refuses to repair:\n  " + "\n  ".join(str(f) for f in result.fixes)
         )
     return result
+
+
+def _exported(
+    rank: int,
+    source: pb.Node,
+    kind: Kind,
+    groups: GroupTable,
+    npus_count: Sequence[int],
+    options: ExportOptions,
+    result: RankExport,
+) -> pb.Node:
+    target = None
+    if kind is Kind.COLLECTIVE:
+        members = groups.members(rank, source)
+        target = CommTarget(groups.group_id(members), involved_dims(members, npus_count))
+    return exported_node(
+        source,
+        kind,
+        rank,
+        target,
+        result.fixes,
+        replay_unsupported=options.replay_unsupported_comms,
+    )
+
+
+def _listed(problems: list[str], limit: int = 20) -> str:
+    """Problems one per line, the first `limit` of them, with a count of the rest."""
+    shown = "\n  ".join(problems[:limit])
+    more = f"\n  ... and {len(problems) - limit} more" if len(problems) > limit else ""
+    return f"{len(problems)} problem(s):\n  {shown}{more}"
 
 
 def _idle_gaps(

@@ -107,9 +107,20 @@ def export_astra_sim(request: ExportRequest) -> ExportSummary:
             groups.learn(reader.metadata, nodes)
         loaded.append((source, nodes))
     exports: list[RankExport] = []
+    problems: list[str] = []
     for source, nodes in loaded:
-        graph = build_rank_graph(source.rank, source.path, nodes)
-        exports.append(export_rank(graph, groups, network.npus_count, request.options))
+        try:
+            graph = build_rank_graph(source.rank, source.path, nodes)
+            exports.append(export_rank(graph, groups, network.npus_count, request.options))
+        except ExportError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ExportError(
+            f"cannot export {request.target} to ASTRA-sim ({len(problems)} of {world} ranks "
+            "refused; nothing written):\n"
+            + "\n".join(problems[:8])
+            + (f"\n... and {len(problems) - 8} more ranks" if len(problems) > 8 else "")
+        )
     prefix = sources[0].prefix
     files = BundleFiles(
         prefix=prefix,
