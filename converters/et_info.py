@@ -115,7 +115,12 @@ def rank_info(source: EtSource) -> RankInfo:
             values = {a.name: attr_value(a) for a in node.attr}
             size = values.get("comm_size")
             if node.type == pb.COMM_COLL_NODE:
-                kind = COMM_TYPE_NAMES.get(values.get("comm_type", -1), "UNKNOWN")  # type: ignore[arg-type]
+                comm_type = values.get("comm_type")
+                kind = (
+                    COMM_TYPE_NAMES.get(comm_type, "UNKNOWN")
+                    if isinstance(comm_type, int)
+                    else "UNKNOWN"
+                )
                 stat = info.collectives.setdefault(kind, CommStat())
                 group = values.get("pg_name")
                 if group not in (None, ""):

@@ -155,9 +155,10 @@ def check_file(source: EtSource) -> FileCheck:
             if node.type == pb.COMM_COLL_NODE:
                 group = str(attrs.get("pg_name", "") or "")
                 size = attrs.get("comm_size")
+                comm_type = attrs.get("comm_type")
                 sig = (
-                    int(attrs.get("comm_type", -1) or 0),
-                    int(size) if isinstance(size, int) else None,
+                    comm_type if isinstance(comm_type, int) else -1,
+                    size if isinstance(size, int) else None,
                 )
                 check.collectives.setdefault(group, []).append((node.id, node.name, sig))
     check.nodes = len(ids)
