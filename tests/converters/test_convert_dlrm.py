@@ -91,7 +91,8 @@ def test_linking_agrees_with_old_merged_reference() -> None:
     h, k = load_host_et(host), load_kineto(kin)
     linked = link(h, k)
     ref_path = fixture_path("astra-sim/my_test/inputs/workload/et_plus/dlrm_eg_0_plus.json.gz")
-    ref = json.load(gzip.open(ref_path))
+    with gzip.open(ref_path) as handle:
+        ref = json.load(handle)
     ref_ts = {
         (n["rf_id"], n["name"]): (n["ts"], n["dur"])
         for n in ref["nodes"]
