@@ -81,7 +81,7 @@ def _intern(keys: list[bytes]) -> list[int]:
 def find_folding(graphs: Sequence[RankGraph]) -> Folding:
     """The coarsest exact folding colour refinement finds (identity if none)."""
     by_rank = {g.rank: g for g in graphs}
-    colour = dict(zip(by_rank, _intern([_base_colour(g) for g in graphs])))
+    colour = dict(zip(by_rank, _intern([_base_colour(g) for g in graphs]), strict=True))
     p2p = {g.rank: np.nonzero((g.type == SEND) | (g.type == RECV))[0] for g in graphs}
     colls = {g.rank: np.nonzero(g.type == COLL)[0] for g in graphs}
     classes = len(set(colour.values()))
@@ -100,7 +100,7 @@ def find_folding(graphs: Sequence[RankGraph]) -> Folding:
             h.update(np.asarray(sig_arr, np.int64).tobytes())
             h.update(np.asarray(peers, np.int64).tobytes())
             keys.append(h.digest())
-        colour = dict(zip(by_rank, _intern(keys)))
+        colour = dict(zip(by_rank, _intern(keys), strict=True))
         now = len(set(colour.values()))
         if now == classes:
             break

@@ -96,7 +96,7 @@ def build_plan(
     srcs, dsts, flags = [], [], []
     stream_of: list[dict[int, int]] = []
     sync_args: dict[int, tuple[int, int, int, int]] = {}
-    for k, (g, a) in enumerate(zip(graphs, assignments)):
+    for k, (g, a) in enumerate(zip(graphs, assignments, strict=True)):
         off, poff = offsets[-1], proc_offsets[-1]
         kinds = a.kinds()
         durs.append(compute_durations(g, astra))

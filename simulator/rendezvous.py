@@ -51,15 +51,15 @@ def match_collectives(graphs: Sequence[RankGraph], problems: list[str]) -> list[
         by_group: dict[int, list[int]] = {}
         for gid in np.unique(g.group[colls]).tolist():
             by_group[gid] = _order(g, colls[g.group[colls] == gid])
-        for gid, nodes in by_group.items():
+        for gid, ordered in by_group.items():
             members = g.groups[gid]
             if g.rank not in members:
                 problems.append(
-                    f"{g.where(nodes[0])}: collective's group {list(members)} "
+                    f"{g.where(ordered[0])}: collective's group {list(members)} "
                     f"does not include rank {g.rank}"
                 )
                 continue
-            seqs.setdefault(members, {})[k] = nodes
+            seqs.setdefault(members, {})[k] = ordered
     instances: list[Instance] = []
     for members, per_slot in sorted(seqs.items()):
         slots = sorted({slot_of[r] for r in members if r in slot_of})
@@ -68,7 +68,7 @@ def match_collectives(graphs: Sequence[RankGraph], problems: list[str]) -> list[
             problems.append(_length_problem(graphs, members, per_slot, lengths))
             continue
         for idx in range(next(iter(lengths.values()), 0)):
-            nodes = [(k, per_slot[k][idx]) for k in slots]
+            nodes: list[tuple[int, int]] = [(k, per_slot[k][idx]) for k in slots]
             k0, i0 = nodes[0]
             g0 = graphs[k0]
             sig = (int(g0.comm_type[i0]), int(g0.comm_size[i0]))
@@ -123,7 +123,7 @@ def match_p2p(
     instances = []
     for key in sorted(set(sends) | set(recvs)):
         s_list, r_list = sends.get(key, []), recvs.get(key, [])
-        for s, r in zip(s_list, r_list):
+        for s, r in zip(s_list, r_list, strict=False):
             gs, gr = graphs[s[0]], graphs[r[0]]
             size_s, size_r = int(gs.comm_size[s[1]]), int(gr.comm_size[r[1]])
             if size_s != size_r:

@@ -195,7 +195,7 @@ def _assemble(
     wait = np.asarray(schedule.wait, np.int64)
     match = np.asarray(plan.match, np.int64)
     own: dict[int, RankResult] = {}
-    for k, (g, a) in enumerate(zip(sim_graphs, assignments)):
+    for k, (g, a) in enumerate(zip(sim_graphs, assignments, strict=True)):
         lo, hi = plan.offsets[k], plan.offsets[k + 1]
         tasks = TaskTable(
             node_id=g.ids,

@@ -1,0 +1,114 @@
+"""`lumos simulate`: run the native simulator over every rank of a trace and report."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import click
+import orjson
+from rich.console import Console
+
+from lumos.cli.main import handle_errors
+from lumos.converters.et_files import find_et_sources
+from lumos.errors import ConfigError
+from lumos.simulator.netapi import CollectivePricer
+from lumos.simulator.run import Mode, SimOptions, simulate
+
+
+def _pricer(
+    hw: str | None, system_json: str | None, network_yml: str | None, ranks: int
+) -> CollectivePricer | None:
+    if (system_json is None) != (network_yml is None):
+        raise ConfigError("--astra-sim-system and --astra-sim-network go together")
+    if system_json is not None and network_yml is not None:
+        from lumos.simulator.astra_compat import AstraPricer
+
+        return AstraPricer.from_files(system_json, network_yml)
+    if hw is None:
+        return None
+    from lumos.hwconfigs.load import load_system
+    from lumos.simulator.network import make_pricer
+
+    system = load_system(hw)
+    nodes = max(system.num_nodes, math.ceil(ranks / system.gpus_per_node))
+    return make_pricer(system, num_nodes=nodes)
+
+
+@click.command("simulate")
+@click.argument("target", type=click.Path(exists=False))
+@click.option("--hw", default=None, help="System config: h100, a100, or a YAML path.")
+@click.option(
+    "--mode",
+    type=click.Choice([m.value for m in Mode]),
+    default=None,
+    help="replay: recorded times; model: price communication with the network model; "
+    "astra: ASTRA-sim compatible (default: astra with ASTRA-sim configs, model with --hw, "
+    "else replay).",
+)
+@click.option("--astra-sim-system", type=click.Path(exists=True), help="ASTRA-sim system JSON.")
+@click.option("--astra-sim-network", type=click.Path(exists=True), help="ASTRA-sim network YAML.")
+@click.option(
+    "--comm-group",
+    type=click.Path(exists=True),
+    help="ASTRA-sim comm-group JSON (pg_name → ranks).",
+)
+@click.option("--timeline", type=click.Path(), help="Write a Chrome/Perfetto trace (.json[.gz]).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option(
+    "--no-sync-edges",
+    is_flag=True,
+    help="Ablation: drop cross-stream and GPU→CPU edges and runtime syncs (dPRO-like).",
+)
+@click.option("--fold", is_flag=True, help="Simulate one of each set of identical ranks (exact).")
+@click.option(
+    "--repair", is_flag=True, help="Load broken foreign ETs anyway (drop dangling/cyclic deps)."
+)
+@handle_errors
+def simulate_command(
+    target: str,
+    hw: str | None,
+    mode: str | None,
+    astra_sim_system: str | None,
+    astra_sim_network: str | None,
+    comm_group: str | None,
+    timeline: str | None,
+    as_json: bool,
+    no_sync_edges: bool,
+    fold: bool,
+    repair: bool,
+) -> None:
+    """Simulate all ranks of ET_DIR_OR_PREFIX (folder, prefix, file or tar of .et files)."""
+    ranks = len(find_et_sources(target))
+    pricer = _pricer(hw, astra_sim_system, astra_sim_network, ranks)
+    if mode is None:
+        mode = "astra" if astra_sim_system else "model" if hw else "replay"
+    groups = json.loads(Path(comm_group).read_text()) if comm_group else None
+    options = SimOptions(
+        mode=Mode(mode),
+        pricer=pricer,
+        fold=fold,
+        ablate_sync=no_sync_edges,
+        comm_groups=groups,
+        repair=repair,
+    )
+    result = simulate(target, options)
+    if timeline:
+        from lumos.simulator.timeline import write_timeline
+
+        write_timeline(result, timeline)
+    from lumos.simulator.report import build_report, render_summary
+
+    report = build_report(result)
+    if as_json:
+        payload = result.to_json() | {"report": report.to_dict()}
+        click.echo(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode())
+        return
+    render_summary(report, Console())
+    if timeline:
+        click.echo(f"timeline: {timeline}")
+
+
+def register(group: click.Group) -> None:
+    group.add_command(simulate_command)
