@@ -60,7 +60,7 @@ def flatten_thread(events: list[KEvent], atomic: Callable[[KEvent], bool]) -> li
             assert isinstance(top_ev, KEvent)
             if atomic(top_ev):
                 continue
-            end = min(end, top[1])  # type: ignore[type-var]
+            end = min(end, int(top[1]))  # type: ignore[call-overload]
             if ev.ts > cursor:
                 out.append(Segment(top_ev, cursor, ev.ts, not top[2], _chain(stack[:-1])))
                 top[2] = True

@@ -181,7 +181,7 @@ def _comm_args(
         a = {k: attrs.get(k) for k in COMM_ATTRS}
         size = int(a["pg_size"] or 0)
         start, stride = a["global_rank_start"], a["global_rank_stride"]
-        ranks = (
+        ranks: tuple[int, ...] = (
             tuple(int(start) + int(stride) * i for i in range(size))
             if start is not None and stride is not None and size > 1
             else ()
@@ -202,7 +202,7 @@ def _comm_args(
     )
     pg_name, pg_desc = (str(pair[0]), str(pair[1])) if pair else ("", "")
     ints = [v for v, t in zip(values, types, strict=False) if t == "Int"]
-    ranks: tuple[int, ...] = ()
+    ranks = ()
     if schema.pg_in_inputs and len(ints) >= 4:
         start, stride, size = ints[-3], ints[-2], ints[-1]
         if start >= 0 and stride > 0 and size > 1:

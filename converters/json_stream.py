@@ -50,7 +50,7 @@ class TraceFile:
             handle = tar.extractfile(self.member or "")
             if handle is None:
                 raise TraceFormatError(self.path, "tar member is not a regular file")
-            raw = io.BufferedReader(handle)  # type: ignore[arg-type]
+            raw = io.BufferedReader(handle)  # type: ignore[type-var]
         head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
         if head == GZIP_MAGIC:
             return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]

@@ -57,13 +57,13 @@ def add_sync_edges(
     index = _Streams(streams)
     sync_of = {e.corr: e for e in events if e.kind is Kind.SYNC and e.corr >= 0}
     record_info: dict[int, tuple[int, int]] = {}  # record corr → (event id, stream)
-    for ev in sync_of.values():
-        args = ev.args or {}
-        rec = args.get("wait_on_cuda_event_record_corr_id")
+    for sync_ev in sync_of.values():
+        sync_args = sync_ev.args or {}
+        rec = sync_args.get("wait_on_cuda_event_record_corr_id")
         if rec is not None:
             record_info[int(rec)] = (
-                int(args.get("wait_on_cuda_event_id", -1)),
-                int(args.get("wait_on_stream", -1)),
+                int(sync_args.get("wait_on_cuda_event_id", -1)),
+                int(sync_args.get("wait_on_stream", -1)),
             )
     last_stream: dict[int, int] = {}  # thread → stream it launched on last
     gpu_of_launch = {id(t.data[0]): t for ops in streams.values() for t in ops if t.data}

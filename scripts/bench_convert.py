@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from pathlib import Path
 
 FIX = (
