@@ -40,6 +40,7 @@ COMMAND_MODULES = (
     "lumos.cli.convert",
     "lumos.cli.simulate",
     "lumos.cli.export",
+    "lumos.cli.compare",
 )
 
 

@@ -1,0 +1,68 @@
+"""`lumos compare`: replay a trace and put simulated and measured times side by side."""
+
+from __future__ import annotations
+
+import math
+
+import click
+import orjson
+from rich.console import Console
+
+from lumos.cli.main import handle_errors
+from lumos.converters.et_files import find_et_sources
+from lumos.simulator.compare import compare, read_measured, render_comparison
+from lumos.simulator.netapi import CollectivePricer
+from lumos.simulator.run import Mode, SimOptions, simulate
+
+
+def _pricer(hw: str | None, ranks: int) -> CollectivePricer | None:
+    """The network pricer for collectives without a recorded time (only with --hw)."""
+    if hw is None:
+        return None
+    from lumos.hwconfigs.load import load_system
+    from lumos.simulator.network import make_pricer
+
+    system = load_system(hw)
+    nodes = max(system.num_nodes, math.ceil(ranks / system.gpus_per_node))
+    return make_pricer(system, num_nodes=nodes)
+
+
+@click.command("compare")
+@click.argument("target", type=click.Path(exists=False))
+@click.option(
+    "--hw",
+    default=None,
+    help="System (h100, a100, or a YAML path) pricing collectives that have no recorded time.",
+)
+@click.option("--ablate-sync", is_flag=True, help="Drop cross-stream and sync edges (dPRO-like).")
+@click.option(
+    "--repair", is_flag=True, help="Load broken foreign ETs anyway (drop dangling/cyclic deps)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@handle_errors
+def compare_command(
+    target: str, hw: str | None, ablate_sync: bool, repair: bool, as_json: bool
+) -> None:
+    """Replay ET_DIR_OR_PREFIX and compare with the times recorded in it.
+
+    Measured step = the ETs' `measured_step_ns` (Kineto ProfilerStep), else the span of
+    the recorded nodes; per stream/thread, busy time recorded vs simulated.
+    """
+    ranks = len(find_et_sources(target))
+    options = SimOptions(
+        mode=Mode.REPLAY,
+        pricer=_pricer(hw, ranks),
+        ablate_sync=ablate_sync,
+        repair=repair,
+    )
+    result = simulate(target, options)
+    comparison = compare(result, read_measured(target))
+    if as_json:
+        click.echo(orjson.dumps(comparison.to_dict(), option=orjson.OPT_INDENT_2).decode())
+        return
+    render_comparison(comparison, Console())
+
+
+def register(group: click.Group) -> None:
+    """Add `lumos compare` to the command group."""
+    group.add_command(compare_command)
