@@ -137,6 +137,9 @@ def export_rank(
         result.nodes.append(node)
     if problems:
         raise ExportError(f"rank {graph.rank}: " + _listed(problems))
+    tail = _tail_gap(graph, kept_order) if options.cpu_gaps is CpuGaps.DELAY else 0
+    if tail >= options.min_gap_ns:
+        _append_tail(result, tail)
     if options.strict and result.fixes:
         raise ExportError(
             "strict export refuses to repair:\n  " + "\n  ".join(str(f) for f in result.fixes)
@@ -201,6 +204,35 @@ def _idle_gaps(
         if start > ready:
             gaps[pos] = start - ready - _covered(busy, begins, prefix, ready, start)
     return gaps
+
+
+def _tail_gap(graph: RankGraph, kept_order: list[int]) -> int:
+    """ns the rank kept working on the CPU after its last kept node ended (e.g. optimizer)."""
+    ends = [
+        (start_ns(n) or 0) + duration_ns(n)
+        for n in graph.nodes
+        if get_attr(n, START_NS) is not None
+    ]
+    kept_ends = [
+        (start_ns(graph.nodes[p]) or 0) + duration_ns(graph.nodes[p])
+        for p in kept_order
+        if get_attr(graph.nodes[p], START_NS) is not None
+    ]
+    if not ends or not kept_ends:
+        return 0
+    return max(0, max(ends) - max(kept_ends))
+
+
+def _append_tail(result: RankExport, gap_ns: int) -> None:
+    """A last delay node after every sink: the CPU work that ends the step."""
+    used = {d for n in result.nodes for d in (*n.data_deps, *n.ctrl_deps)}
+    sinks = [n.id for n in result.nodes if n.id not in used]
+    tail = delay_node(pb.Node(name="end of step"), gap_ns)
+    tail.id = len(result.nodes)
+    tail.data_deps.extend(sinks)
+    result.nodes.append(tail)
+    result.delays += 1
+    result.delay_ns += gap_ns
 
 
 def _merged(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
