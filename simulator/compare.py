@@ -19,7 +19,7 @@ from lumos.converters.attrs import attr_value
 from lumos.converters.conventions import DUR_NS, META_STEP_NS, START_NS
 from lumos.converters.et_files import EtSource, find_et_sources
 from lumos.simulator.breakdown import covered_ns, merge_intervals
-from lumos.simulator.report import fmt_ns
+from lumos.simulator.report import MAX_ROWS, fmt_ns
 from lumos.simulator.result import ProcKind, RankResult, SimResult
 from rich.console import Console
 from rich.table import Table
@@ -211,11 +211,20 @@ def compare(result: SimResult, measured: Sequence[MeasuredRank]) -> Comparison:
 
 
 def render_comparison(comparison: Comparison, console: Console) -> None:
-    """Print simulated vs measured step time per rank, then busy time per processor."""
-    steps = Table(title="Step time: simulated vs measured")
+    """Print simulated vs measured step time per rank, then busy time per processor.
+
+    With more than MAX_ROWS ranks, the ranks with the largest step errors are shown.
+    """
+    ranks = list(comparison.ranks)
+    title = "Step time: simulated vs measured"
+    if len(ranks) > MAX_ROWS:
+        ranks.sort(key=lambda r: (r.error_pct is None, -abs(r.error_pct or 0.0), r.rank))
+        ranks = sorted(ranks[:MAX_ROWS], key=lambda r: r.rank)
+        title += f" — {MAX_ROWS} largest errors of {len(comparison.ranks)} ranks"
+    steps = Table(title=title)
     for name in ("rank", "measured", "simulated", "error"):
         steps.add_column(name, justify="right")
-    for r in comparison.ranks:
+    for r in ranks:
         steps.add_row(
             str(r.rank), fmt_ns(r.measured_ns), fmt_ns(r.simulated_ns), _fmt_pct(r.error_pct)
         )
@@ -230,7 +239,7 @@ def render_comparison(comparison: Comparison, console: Console) -> None:
     busy = Table(title="Busy time per stream / thread")
     for name in ("rank", "processor", "measured", "simulated", "error"):
         busy.add_column(name, justify="right" if name != "processor" else "left")
-    for r in comparison.ranks:
+    for r in ranks:
         for p in r.processors:
             busy.add_row(
                 str(r.rank),

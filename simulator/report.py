@@ -15,6 +15,7 @@ from lumos.simulator.breakdown import Breakdown, rank_breakdown
 from lumos.simulator.critical_path import CriticalPath, critical_path
 from lumos.simulator.result import SimResult
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 #: ranks shown in the summary table; past that, the slowest ones.
@@ -136,7 +137,8 @@ def critical_path_table(path: CriticalPath, top: int) -> Table:
     table.add_section()
     for c in path.by_name(top):
         name = c.name if len(c.name) <= 60 else c.name[:57] + "..."
-        table.add_row(name, fmt_ns(c.total_ns), f"{100 * c.share:.1f}%", str(c.count))
+        label = f"{escape(name)} [dim]({c.category})[/dim]"
+        table.add_row(label, fmt_ns(c.total_ns), f"{100 * c.share:.1f}%", str(c.count))
     return table
 
 
