@@ -282,7 +282,7 @@ def test_idle_cpu_gaps_become_delay_nodes(tmp_path: Path) -> None:
 def test_fold_is_linear_on_a_long_cpu_chain(tmp_path: Path) -> None:
     """40k nodes: a CPU chain launching one kernel per step on 4 streams, synced often.
 
-    scripts/bench_astra_export.py times larger sizes (linear: ~80 µs per node end to end).
+    Linear: 200k nodes took 17 s under cProfile (~80 µs per node end to end).
     """
     steps = 10_000
     nodes: list[pb.Node] = []
