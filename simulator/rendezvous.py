@@ -67,20 +67,23 @@ def match_collectives(graphs: Sequence[RankGraph], problems: list[str]) -> list[
         if len(set(lengths.values())) > 1:
             problems.append(_length_problem(graphs, members, per_slot, lengths))
             continue
-        for idx in range(next(iter(lengths.values()), 0)):
-            nodes: list[tuple[int, int]] = [(k, per_slot[k][idx]) for k in slots]
-            k0, i0 = nodes[0]
-            g0 = graphs[k0]
-            sig = (int(g0.comm_type[i0]), int(g0.comm_size[i0]))
-            for k, i in nodes[1:]:
-                other = (int(graphs[k].comm_type[i]), int(graphs[k].comm_size[i]))
-                if other != sig:
-                    problems.append(
-                        f"collective #{idx} of group {list(members)} differs: {g0.where(i0)} "
-                        f"is (type {sig[0]}, {sig[1]} B) but {graphs[k].where(i)} is "
-                        f"(type {other[0]}, {other[1]} B)"
-                    )
-            instances.append(Instance("coll", sig[0], sig[1], members, nodes))
+        if not slots or not lengths[slots[0]]:
+            continue
+        cols = [per_slot[k] for k in slots]
+        types = [graphs[k].comm_type[per_slot[k]] for k in slots]
+        sizes = [graphs[k].comm_size[per_slot[k]] for k in slots]
+        for j in range(1, len(slots)):
+            for idx in np.nonzero((types[j] != types[0]) | (sizes[j] != sizes[0]))[0].tolist():
+                k0, k = slots[0], slots[j]
+                problems.append(
+                    f"collective #{idx} of group {list(members)} differs: "
+                    f"{graphs[k0].where(cols[0][idx])} is (type {int(types[0][idx])}, "
+                    f"{int(sizes[0][idx])} B) but {graphs[k].where(cols[j][idx])} is "
+                    f"(type {int(types[j][idx])}, {int(sizes[j][idx])} B)"
+                )
+        for idx, (ctype, size) in enumerate(zip(types[0].tolist(), sizes[0].tolist(), strict=True)):
+            nodes = [(k, col[idx]) for k, col in zip(slots, cols, strict=True)]
+            instances.append(Instance("coll", ctype, size, members, nodes))
     return instances
 
 

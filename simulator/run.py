@@ -18,6 +18,7 @@ from enum import Enum
 from pathlib import Path
 
 import numpy as np
+from lumos.simulator.comm_cost import CommCoster
 from lumos.simulator.fold import Folding, find_folding, identity
 from lumos.simulator.graph import COLL, RECV, SEND, RankGraph
 from lumos.simulator.graph_checks import cycle_problems
@@ -32,8 +33,6 @@ from lumos.simulator.sync import RuntimeSync
 
 from lumos.errors import ConfigError, SimulationError, ValidationError
 
-#: ASTRA-sim simulates these collective types; others only wait their duration.
-ASTRA_PRICED = (0, 2, 6, 7)
 MAX_STUCK_LISTED = 10
 
 
@@ -115,10 +114,6 @@ def simulate(
     return result
 
 
-def _recorded(g: RankGraph, i: int) -> int:
-    return int(g.dur_ns[i])
-
-
 def _attach_comms(
     plan: Plan,
     graphs: Sequence[RankGraph],
@@ -126,49 +121,29 @@ def _attach_comms(
     mode: Mode,
     pricer: CollectivePricer | None,
 ) -> None:
-    """Give each joint event its members (global indices) and its transfer time."""
+    """Give each joint event its members (global indices) and its transfer time; price
+    unpaired sends (peer not loaded) outside replay."""
+    coster = CommCoster(graphs, mode.value, pricer)
+    offsets, match = plan.offsets, plan.match
     for m, inst in enumerate(instances):
-        members = [plan.offsets[k] + i for k, i in inst.members]
+        members = [offsets[k] + i for k, i in inst.members]
         for v in members:
-            plan.match[v] = m
+            match[v] = m
         plan.inst_members.append(members)
-        plan.inst_dur.append(_instance_ns(inst, graphs, mode, pricer))
+        plan.inst_dur.append(coster.instance_ns(inst))
+    if mode is Mode.REPLAY or pricer is None:
+        return
     for k, g in enumerate(graphs):
-        off = plan.offsets[k]
-        for i in np.nonzero((g.type == SEND) | (g.type == RECV) | (g.type == COLL))[0].tolist():
-            if plan.match[off + i] < 0 and mode is not Mode.REPLAY and g.type[i] == SEND:
-                assert pricer is not None
-                plan.dur[off + i] = pricer.p2p_ns(int(g.comm_size[i]), g.rank, int(g.comm_peer[i]))
-
-
-def _instance_ns(
-    inst: Instance, graphs: Sequence[RankGraph], mode: Mode, pricer: CollectivePricer | None
-) -> int:
-    def price() -> int:
-        assert pricer is not None
-        if inst.kind == "p2p":
-            return int(pricer.p2p_ns(inst.size, inst.group[0], inst.group[1]))
-        return int(pricer.collective_ns(inst.comm_type, inst.size, inst.group))
-
-    if mode is Mode.MODEL:
-        return price()
-    if mode is Mode.ASTRA:
-        if inst.kind == "p2p" or inst.comm_type in ASTRA_PRICED:
-            return price()
-        return min(int(graphs[k].dur_us_ns[i]) for k, i in inst.members)
-    measured = [int(graphs[k].comm_dur_ns[i]) for k, i in inst.members]
-    measured = [d for d in measured if d >= 0]
-    if not measured:
-        measured = [d for d in (_recorded(graphs[k], i) for k, i in inst.members) if d >= 0]
-    if measured:
-        return min(measured)
-    return price() if pricer is not None else 0
+        for i in np.nonzero(g.type == SEND)[0].tolist():
+            if match[offsets[k] + i] < 0:
+                size, peer = int(g.comm_size[i]), int(g.comm_peer[i])
+                plan.dur[offsets[k] + i] = pricer.p2p_ns(size, g.rank, peer)
 
 
 def _check_complete(schedule: Schedule, plan: Plan, graphs: Sequence[RankGraph]) -> None:
-    stuck = [v for v, e in enumerate(schedule.end) if e < 0]
-    if not stuck:
+    if min(schedule.end, default=0) >= 0:
         return
+    stuck = [v for v, e in enumerate(schedule.end) if e < 0]
     lines = []
     for v in stuck[:MAX_STUCK_LISTED]:
         k = int(np.searchsorted(plan.offsets, v, side="right")) - 1

@@ -63,6 +63,11 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
     heap: list[int] = []
     tracking = sync is not None
     stream_procs = is_stream if tracking else [False] * n_procs
+    enq_counts = sync.enqueued if sync is not None else [0] * n_procs
+    done_counts = sync.done if sync is not None else [0] * n_procs
+    waiters = sync.waiters if sync is not None else [[] for _ in range(n_procs)]
+    # processors whose enqueue the main loop handles inline: FIFO and bounded
+    fifo = [not (by_id or unl) for unl in unlimited]
     shift = TIME_SHIFT
 
     def finish_at(v: int, t: int) -> None:
@@ -161,7 +166,7 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
                 begin(u, pu, t)
             return
         if stream_procs[pu]:
-            sync.enqueued[pu] += 1  # type: ignore[union-attr]
+            enq_counts[pu] += 1
         q = queues[pu]
         if by_id:
             heappush(q, u)
@@ -206,8 +211,12 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
             busy[pi] = False
             last_end[pi] = t
         if stream_procs[pi]:
-            for token in sync.finished(pi):  # type: ignore[union-attr]
-                release(token, t)
+            done = done_counts[pi] + 1
+            done_counts[pi] = done
+            w = waiters[pi]
+            if w and w[0][0] <= done:
+                for token in sync.released(pi):  # type: ignore[union-attr]
+                    release(token, t)
         for idx in range(succ_ptr[v], succ_ptr[v + 1]):
             e = succ[idx]
             u = e >> 1
@@ -216,8 +225,30 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
             if e & 1:
                 c = enq[u] - 1
                 enq[u] = c
-                if not c:
+                if c:
+                    continue
+                pu = proc[u]
+                if not fifo[pu]:
                     enqueue(u, t)
+                    continue
+                if stream_procs[pu]:
+                    enq_counts[pu] += 1
+                q = queues[pu]
+                if r or busy[pu] or q:
+                    q.append(u)
+                    continue
+                s = t
+                gp = gap[u]
+                if gp and last_end[pu] + gp > s:
+                    s = last_end[pu] + gp
+                start[u] = s
+                busy[pu] = True
+                if role[u] == PLAIN:
+                    heappush(heap, ((s + dur[u]) << shift) | (u << 2))
+                elif s > t:
+                    heappush(heap, (s << shift) | (u << 2) | START)
+                else:
+                    special(u, s)
             elif not r:
                 pu = proc[u]
                 if unlimited[pu]:
@@ -227,6 +258,23 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
                     if q and q[0] == u:
                         q.popleft()
                         begin(u, pu, t)
-        if queues[pi] and not busy[pi]:
-            try_start(pi, t)
+        q = queues[pi]
+        if q and not busy[pi]:
+            u = q[0]
+            if by_id or u < 0 or indeg[u]:
+                try_start(pi, t)
+                continue
+            q.popleft()
+            s = t
+            gp = gap[u]
+            if gp and last_end[pi] + gp > s:
+                s = last_end[pi] + gp
+            start[u] = s
+            busy[pi] = True
+            if role[u] == PLAIN:
+                heappush(heap, ((s + dur[u]) << shift) | (u << 2))
+            elif s > t:
+                heappush(heap, (s << shift) | (u << 2) | START)
+            else:
+                special(u, s)
     return Schedule(start, end, wait, events)

@@ -39,6 +39,14 @@ class RuntimeSync:
         """One op of processor p completed; the waiters that are now released."""
         self.done[p] += 1
         heap = self.waiters[p]
+        if heap and heap[0][0] <= self.done[p]:
+            return self.released(p)
+        return []
+
+    def released(self, p: int) -> list[Token]:
+        """Waiters of p satisfied by its current `done` count (the scheduler bumps `done`
+        itself on its hot path and calls this only when the first waiter is due)."""
+        heap = self.waiters[p]
         released: list[Token] = []
         while heap and heap[0][0] <= self.done[p]:
             token = heapq.heappop(heap)[1]

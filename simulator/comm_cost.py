@@ -1,0 +1,69 @@
+"""How long each joint communication event takes, per mode.
+
+replay: a collective's recorded time without the wait for late peers — the shortest
+`comm_dur_ns` over its members, else the shortest recorded duration; a send/recv pair
+likewise; with nothing recorded, the pricer (if any) or 0. model: the pricer. astra: the
+pricer for the collective types ASTRA-sim simulates (all-reduce, all-gather, all-to-all,
+reduce-scatter) and for send/recv; other types wait their `duration_micros`.
+Pricer answers are memoised: a step repeats the same (type, size, group) many times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lumos.simulator.graph import RankGraph
+from lumos.simulator.netapi import CollectivePricer
+from lumos.simulator.rendezvous import Instance
+
+#: ASTRA-sim simulates these collective types; others only wait their duration.
+ASTRA_PRICED = (0, 2, 6, 7)
+
+
+class CommCoster:
+    """Transfer time of instances over the simulated `graphs` for one mode."""
+
+    def __init__(
+        self, graphs: Sequence[RankGraph], mode: str, pricer: CollectivePricer | None
+    ) -> None:
+        self.mode = mode
+        self.pricer = pricer
+        self._comm_dur = [g.comm_dur_ns.tolist() for g in graphs]
+        self._dur = [g.dur_ns.tolist() for g in graphs]
+        self._dur_us = [g.dur_us_ns.tolist() for g in graphs]
+        self._cache: dict[tuple[str, int, int, tuple[int, ...]], int] = {}
+
+    def price(self, inst: Instance) -> int:
+        """The pricer's time for an instance (memoised)."""
+        key = (inst.kind, inst.comm_type, inst.size, inst.group)
+        cached = self._cache.get(key)
+        if cached is None:
+            assert self.pricer is not None
+            if inst.kind == "p2p":
+                cached = int(self.pricer.p2p_ns(inst.size, inst.group[0], inst.group[1]))
+            else:
+                cached = int(self.pricer.collective_ns(inst.comm_type, inst.size, inst.group))
+            self._cache[key] = cached
+        return cached
+
+    def instance_ns(self, inst: Instance) -> int:
+        if self.mode == "model":
+            return self.price(inst)
+        if self.mode == "astra":
+            if inst.kind == "p2p" or inst.comm_type in ASTRA_PRICED:
+                return self.price(inst)
+            return min(self._dur_us[k][i] for k, i in inst.members)
+        best = -1
+        for k, i in inst.members:
+            d = self._comm_dur[k][i]
+            if d >= 0 and (best < 0 or d < best):
+                best = d
+        if best >= 0:
+            return best
+        for k, i in inst.members:
+            d = self._dur[k][i]
+            if d >= 0 and (best < 0 or d < best):
+                best = d
+        if best >= 0:
+            return best
+        return self.price(inst) if self.pricer is not None else 0
