@@ -117,6 +117,7 @@ META_RANK = "rank"
 META_WORLD_SIZE = "world_size"
 META_PROCESS_GROUPS = "process_groups"
 META_STEP_NS = "measured_step_ns"
+META_STEP_START_NS = "step_start_ns"
 META_SOURCE = "source"
 META_PRODUCER = "producer"
 
@@ -127,6 +128,11 @@ META_ATTRS: tuple[AttrSpec, ...] = (
         META_PROCESS_GROUPS,
         "string_val",
         "JSON object {pg_name: [global ranks]} of every process group seen",
+    ),
+    AttrSpec(
+        META_STEP_START_NS,
+        "int64_val",
+        "absolute start of the measured step on the trace clock (Kineto ts, in ns); ranks sharing a clock are aligned by it",
     ),
     AttrSpec(
         META_STEP_NS, "int64_val", "measured iteration time (Kineto ProfilerStep) in ns, when known"
