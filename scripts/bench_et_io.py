@@ -118,7 +118,9 @@ def main() -> None:
                     continue
                 ratio = ""
                 if task == "read" and rows["mlc"]:
-                    ratio = f"speed {rows['mlc']['seconds'] / r['seconds']:.2f}x mlc-chakra's reader"
+                    ratio = (
+                        f"speed {rows['mlc']['seconds'] / r['seconds']:.2f}x mlc-chakra's reader"
+                    )
                 print(
                     f"{n:>9,} {task:>6} {r['seconds']:>8.2f} {r['nodes'] / r['seconds']:>10,.0f} {r['peak_rss_mb']:>8.0f} {r['extra_rss_mb']:>6.0f} {size_mb:>8.1f}  {ratio}"
                 )
