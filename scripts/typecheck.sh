@@ -4,6 +4,7 @@
 # Each run gets its own tree, so concurrent runs do not trip over each other.
 set -euo pipefail
 MYPY=${1:-mypy}
+[[ -x "$MYPY" ]] && MYPY=$(realpath "$MYPY")
 root=$(cd "$(dirname "$0")/.." && pwd)
 tree=$(mktemp -d "${TMPDIR:-/tmp}/lumos-mypy.XXXXXX")
 trap 'rm -rf "$tree"' EXIT
