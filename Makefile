@@ -12,7 +12,7 @@ $(BIN)/lumos:
 	$(BIN)/pip install -q -e .
 
 $(VENV)/.dev: $(BIN)/lumos pyproject.toml
-	$(BIN)/pip install -q -e ".[dev]"
+	$(BIN)/pip install -q -e ".[dev,plot]"
 	$(BIN)/pip install -q --no-deps mlc-chakra==1.0.0
 	touch $@
 
