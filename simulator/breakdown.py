@@ -134,7 +134,7 @@ def breakdown_of(
 
 
 def rank_breakdown(rank: RankResult) -> Breakdown:
-    """Breakdown of one simulated rank over [0, its iteration time).
+    """Breakdown of one simulated rank over [its start, its last end).
 
     Only the active part of a task counts ([start + wait, end)); time a collective spends
     waiting for late peers, or a sync call for the GPU, is idle.
@@ -151,7 +151,7 @@ def rank_breakdown(rank: RankResult) -> Breakdown:
     active = tasks.start_ns + tasks.wait_ns
     return breakdown_of(
         rank.rank,
-        (0, int(rank.iteration_time_ns)),
+        (int(rank.start_ns), int(rank.end_ns)),
         (active[compute], tasks.end_ns[compute]),
         (active[is_comm], tasks.end_ns[is_comm]),
         basis,

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 from lumos.converters.attrs import attr_value
-from lumos.converters.conventions import DUR_NS, META_STEP_NS, START_NS
+from lumos.converters.conventions import DUR_NS, META_STEP_NS, META_STEP_START_NS, START_NS
 from lumos.converters.et_files import EtSource, find_et_sources
 from lumos.simulator.breakdown import covered_ns, merge_intervals
 from lumos.simulator.report import MAX_ROWS, fmt_ns
@@ -34,6 +34,7 @@ class MeasuredRank:
     node_id: np.ndarray
     start_ns: np.ndarray
     dur_ns: np.ndarray
+    step_start_ns: int | None = None
 
     @property
     def span_ns(self) -> int | None:
@@ -55,10 +56,12 @@ def measured_rank(source: EtSource) -> MeasuredRank:
     starts: list[int] = []
     durs: list[int] = []
     with source.open() as reader:
-        step = None
+        step = step_start = None
         for attr in reader.metadata.attr:
             if attr.name == META_STEP_NS:
                 step = int(attr_value(attr))
+            elif attr.name == META_STEP_START_NS:
+                step_start = int(attr_value(attr))
         for node in reader:
             start, dur = -1, node.duration_micros * 1000
             for attr in node.attr:
@@ -76,6 +79,7 @@ def measured_rank(source: EtSource) -> MeasuredRank:
         np.asarray(ids, dtype=np.int64)[order],
         np.asarray(starts, dtype=np.int64)[order],
         np.asarray(durs, dtype=np.int64)[order],
+        step_start,
     )
 
 
@@ -113,18 +117,35 @@ class RankComparison:
 
 @dataclass(slots=True, frozen=True)
 class Comparison:
-    """Simulated vs measured over all ranks; step errors are signed percentages."""
+    """Simulated vs measured over all ranks; step errors are signed percentages.
+
+    Overall times are the max over ranks, or, when the ranks were aligned on their
+    measured step starts (`aligned`), last end minus first start on each side
+    (`span_measured_ns` / `span_simulated_ns`).
+    """
 
     ranks: tuple[RankComparison, ...]
+    aligned: bool = False
+    span_measured_ns: int | None = None
+    span_simulated_ns: int | None = None
 
     @property
     def measured_ns(self) -> int | None:
+        if self.aligned:
+            return self.span_measured_ns
         known = [r.measured_ns for r in self.ranks if r.measured_ns is not None]
         return max(known) if known else None
 
     @property
     def simulated_ns(self) -> int:
+        if self.aligned and self.span_simulated_ns is not None:
+            return self.span_simulated_ns
         return max((r.simulated_ns for r in self.ranks), default=0)
+
+    @property
+    def max_abs_rank_error_pct(self) -> float | None:
+        errors = [abs(r.error_pct) for r in self.ranks if r.error_pct is not None]
+        return max(errors) if errors else None
 
     @property
     def error_pct(self) -> float | None:
@@ -141,6 +162,8 @@ class Comparison:
             "simulated_ns": self.simulated_ns,
             "error_pct": self.error_pct,
             "mean_abs_rank_error_pct": self.mean_abs_error_pct,
+            "max_abs_rank_error_pct": self.max_abs_rank_error_pct,
+            "aligned": self.aligned,
             "ranks": [
                 {
                     "rank": r.rank,
@@ -202,12 +225,20 @@ def compare(result: SimResult, measured: Sequence[MeasuredRank]) -> Comparison:
     by_rank = {m.rank: m for m in measured}
     empty = np.zeros(0, np.int64)
     rows = []
+    spans: list[tuple[int, int]] = []
     for sim in result.ranks:
         m = by_rank.get(sim.rank, MeasuredRank(sim.rank, None, empty, empty, empty))
         if m.step_ns is None and sim.measured_step_ns is not None:
-            m = MeasuredRank(m.rank, sim.measured_step_ns, m.node_id, m.start_ns, m.dur_ns)
+            m = MeasuredRank(
+                m.rank, sim.measured_step_ns, m.node_id, m.start_ns, m.dur_ns, m.step_start_ns
+            )
         rows.append(compare_rank(sim, m))
-    return Comparison(tuple(rows))
+        if m.step_start_ns is not None and m.iteration_ns is not None:
+            spans.append((m.step_start_ns, m.step_start_ns + m.iteration_ns))
+    if not result.aligned or len(spans) != len(result.ranks):
+        return Comparison(tuple(rows))
+    measured_span = max(e for _, e in spans) - min(s for s, _ in spans)
+    return Comparison(tuple(rows), True, measured_span, result.iteration_time_ns)
 
 
 def render_comparison(comparison: Comparison, console: Console) -> None:

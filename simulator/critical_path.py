@@ -186,7 +186,7 @@ def critical_path(result: SimResult) -> CriticalPath:
     if not result.ranks or all(len(r.tasks) == 0 for r in result.ranks):
         return CriticalPath(0, ())
     walker = _Walker(result)
-    ends = [int(r.tasks.end_ns.max()) if len(r.tasks) else -1 for r in result.ranks]
+    ends = [r.end_ns if len(r.tasks) else -1 for r in result.ranks]  # with any untraced tail
     k = int(np.argmax(ends))
     row = int(np.argmax(result.ranks[k].tasks.end_ns))
     cursor = ends[k]

@@ -4,7 +4,8 @@ Data-parallel replicas (and often tensor-parallel peers) run identical graphs; b
 symmetry they have identical simulated times, so one representative per class suffices —
 512 ranks become a few dozen. Classes come from colour refinement: ranks start coloured
 by a hash of everything that affects timing (node types, processors, durations, gaps,
-dependencies, communication types/sizes/tags, sync attributes — not names, ids or peer
+dependencies, communication types/sizes/tags, sync attributes, start offset of aligned
+ranks — not names, ids or peer
 numbers); then each rank's colour is refined by the colours of its collective groups'
 members and its send/recv peers, until stable. A folding is used only when it is exact:
 for every representative and every group it belongs to, each member's representative is
@@ -15,7 +16,7 @@ Exactness also assumes the pricer charges equal-shaped groups equally (true for 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +30,7 @@ _TIMING_FIELDS = (
     "dur_ns",
     "dur_us_ns",
     "gap_ns",
+    "start_ns",
     "dep_ptr",
     "dep_idx",
     "comm_type",
@@ -62,8 +64,9 @@ def identity(graphs: Sequence[RankGraph], reason: str = "") -> Folding:
     return Folding({r: r for r in ranks}, sorted(ranks), reason)
 
 
-def _base_colour(g: RankGraph) -> bytes:
+def _base_colour(g: RankGraph, offset: int) -> bytes:
     h = hashlib.blake2b(digest_size=16)
+    h.update(offset.to_bytes(8, "little", signed=True))
     for name in _TIMING_FIELDS:
         arr = np.ascontiguousarray(getattr(g, name))
         h.update(name.encode())
@@ -78,10 +81,16 @@ def _intern(keys: list[bytes]) -> list[int]:
     return [table.setdefault(k, len(table)) for k in keys]
 
 
-def find_folding(graphs: Sequence[RankGraph]) -> Folding:
-    """The coarsest exact folding colour refinement finds (identity if none)."""
+def find_folding(graphs: Sequence[RankGraph], offsets: Mapping[int, int] | None = None) -> Folding:
+    """The coarsest exact folding colour refinement finds (identity if none).
+
+    `offsets`: each rank's start time (aligned ranks); ranks starting at different times
+    are never folded together.
+    """
     by_rank = {g.rank: g for g in graphs}
-    colour = dict(zip(by_rank, _intern([_base_colour(g) for g in graphs]), strict=True))
+    start = offsets or {}
+    base = [_base_colour(g, start.get(g.rank, 0)) for g in graphs]
+    colour = dict(zip(by_rank, _intern(base), strict=True))
     p2p = {g.rank: np.nonzero((g.type == SEND) | (g.type == RECV))[0] for g in graphs}
     colls = {g.rank: np.nonzero(g.type == COLL)[0] for g in graphs}
     classes = len(set(colour.values()))

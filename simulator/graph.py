@@ -56,6 +56,7 @@ class RankGraph:
       -1 when nothing was recorded (no `dur_ns` and `duration_micros` = 0);
       `dur_us_ns` int64: `duration_micros`×1000 exactly as ASTRA-sim reads it;
       `gap_ns` int64: untraced CPU time before a CPU node (0 if absent);
+      `start_ns` int64: recorded start relative to the step start (-1 if absent);
     - `dep_ptr` int64 (n+1), `dep_idx` int32: predecessors of node i are
       `dep_idx[dep_ptr[i]:dep_ptr[i+1]]`;
     - communication: `comm_type` int16, `comm_size` int64, `comm_peer` int32 (a send's
@@ -65,6 +66,9 @@ class RankGraph:
       filled by `resolve_groups`, -1 until then);
     - sync: `sync_kind` int8 (`SyncKind`), `sync_stream`, `sync_event` int64 (for an
       event record, `sync_event` holds the recorded event id).
+
+    From the metadata: `measured_step_ns` (Kineto ProfilerStep duration) and
+    `step_start_ns` (its absolute start on the trace clock, for aligning ranks).
     """
 
     rank: int
@@ -78,6 +82,7 @@ class RankGraph:
     dur_ns: np.ndarray
     dur_us_ns: np.ndarray
     gap_ns: np.ndarray
+    start_ns: np.ndarray
     dep_ptr: np.ndarray
     dep_idx: np.ndarray
     comm_type: np.ndarray
@@ -97,6 +102,7 @@ class RankGraph:
     world_size: int | None = None
     process_groups: dict[str, tuple[int, ...]] = field(default_factory=dict)
     measured_step_ns: int | None = None
+    step_start_ns: int | None = None
     source: str = ""
     dropped_deps: int = 0
 
@@ -132,7 +138,7 @@ class RankGraph:
             "dep_idx": np.zeros(0, np.int32),
             "pg_labels": [],
         }
-        for name in ("stream", "tid", "comm_type", "comm_peer", "comm_tag", "comm_seq"):
+        for name in ("stream", "tid", "start_ns", "comm_type", "comm_peer", "comm_tag", "comm_seq"):
             defaults[name] = np.full(n, -1, np.int64)
         for name in ("comm_dur_ns", "sync_stream", "sync_event"):
             defaults[name] = np.full(n, -1, np.int64)
@@ -160,6 +166,7 @@ _WANTED = {
     cv.TID,
     cv.DUR_NS,
     cv.GAP_NS,
+    cv.START_NS,
     "comm_type",
     "comm_size",
     "comm_src",
@@ -210,6 +217,7 @@ def graph_from_et(
         g.stream[i] = _int(a.get(cv.STREAM))
         g.tid[i] = _int(a.get(cv.TID))
         g.gap_ns[i] = max(_int(a.get(cv.GAP_NS), 0), 0)
+        g.start_ns[i] = _int(a.get(cv.START_NS))
         if node.type in COMM_TYPES:
             _fill_comm(g, i, node.type, a, label_ids)
         kind = a.get(cv.SYNC_KIND)
@@ -283,6 +291,8 @@ def _fill_metadata(g: RankGraph, metadata: pb.GlobalMetadata) -> None:
         g.world_size = int(meta[cv.META_WORLD_SIZE])
     if cv.META_STEP_NS in meta:
         g.measured_step_ns = int(meta[cv.META_STEP_NS])
+    if cv.META_STEP_START_NS in meta:
+        g.step_start_ns = int(meta[cv.META_STEP_START_NS])
     groups = meta.get(cv.META_PROCESS_GROUPS)
     if groups:
         try:

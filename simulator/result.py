@@ -85,7 +85,8 @@ class TaskTable:
 
 @dataclass(slots=True)
 class RankResult:
-    """One rank's simulated step. `iteration_time_ns` = last node end (from t = 0).
+    """One rank's simulated step: it starts at `start_ns` (0 unless ranks are aligned on
+    their measured step starts) and `iteration_time_ns` = last node end - `start_ns`.
 
     When the run was folded (identical ranks simulated once), a rank that was not
     simulated itself shares its representative's `tasks` and `processors`;
@@ -98,13 +99,21 @@ class RankResult:
     tasks: TaskTable
     measured_step_ns: int | None = None
     folded_from: int | None = None
+    start_ns: int = 0
+
+    @property
+    def end_ns(self) -> int:
+        """When the rank's last node ends (simulated clock)."""
+        return self.start_ns + self.iteration_time_ns
 
 
 @dataclass(slots=True)
 class SimResult:
     """A whole simulation: every rank, sorted by rank.
 
-    `iteration_time_ns` is the max over ranks. `graphs[k]` is the `RankGraph` of
+    `iteration_time_ns` is the last end over ranks minus the first start (the max over
+    ranks when they all start at 0). `aligned`: ranks start at their measured step starts
+    (`RankResult.start_ns`); `align_note` says why not, when they do not. `graphs[k]` is the `RankGraph` of
     `ranks[k]` (for folded ranks, the representative's graph). `mode` is "replay",
     "model" or "astra". `stats` holds run counters (nodes simulated, events, wall seconds).
     """
@@ -114,6 +123,8 @@ class SimResult:
     mode: str
     graphs: list[RankGraph] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
+    aligned: bool = False
+    align_note: str = ""
 
     def rank(self, rank: int) -> RankResult:
         """The result of one global rank. Raises KeyError if it was not loaded."""
@@ -127,9 +138,12 @@ class SimResult:
         return {
             "mode": self.mode,
             "iteration_time_ns": self.iteration_time_ns,
+            "aligned": self.aligned,
+            "align_note": self.align_note,
             "ranks": [
                 {
                     "rank": r.rank,
+                    "start_ns": r.start_ns,
                     "iteration_time_ns": r.iteration_time_ns,
                     "measured_step_ns": r.measured_step_ns,
                     "folded_from": r.folded_from,

@@ -18,6 +18,7 @@ from enum import Enum
 from pathlib import Path
 
 import numpy as np
+from lumos.simulator.align import align_ranks
 from lumos.simulator.comm_cost import CommCoster
 from lumos.simulator.fold import Folding, find_folding, identity
 from lumos.simulator.graph import COLL, RECV, SEND, RankGraph
@@ -29,6 +30,7 @@ from lumos.simulator.processors import assign_processors
 from lumos.simulator.rendezvous import Instance, match_collectives, match_p2p
 from lumos.simulator.result import RankResult, SimResult, TaskTable
 from lumos.simulator.scheduler import Schedule, run_plan
+from lumos.simulator.step_end import rank_end, step_tail
 from lumos.simulator.sync import RuntimeSync
 
 from lumos.errors import ConfigError, SimulationError, ValidationError
@@ -53,6 +55,8 @@ class SimOptions:
     ASTRA-sim comm-group mapping `{pg_name: [ranks]}`. `repair`: load
     broken foreign ETs anyway — drop dependencies on absent ids, and in a graph with a
     cycle, dependencies on later ids (see `load.load_graphs`) — instead of failing.
+    `align_ranks`: start each rank when it started the measured step (`step_start_ns`,
+    see `lumos.simulator.align`); None = in replay mode only; never in astra mode.
     """
 
     mode: Mode = Mode.REPLAY
@@ -61,6 +65,7 @@ class SimOptions:
     ablate_sync: bool = False
     comm_groups: Mapping[str, Sequence[int]] | None = None
     repair: bool = False
+    align_ranks: bool | None = None
 
 
 def simulate(
@@ -83,7 +88,9 @@ def simulate(
     )
     t_load = time.perf_counter()
     problems = [p for g in graphs for p in cycle_problems(g)]
-    folding = find_folding(graphs) if opts.fold else identity(graphs)
+    align = opts.align_ranks if opts.align_ranks is not None else mode is Mode.REPLAY
+    alignment = align_ranks(graphs, align and mode is not Mode.ASTRA)
+    folding = find_folding(graphs, alignment.offsets) if opts.fold else identity(graphs)
     by_rank = {g.rank: g for g in graphs}
     sim_graphs = [by_rank[r] for r in folding.simulated]
     instances = match_collectives(sim_graphs, problems) + match_p2p(
@@ -94,6 +101,7 @@ def simulate(
     astra = mode is Mode.ASTRA
     assignments = [assign_processors(g, astra) for g in sim_graphs]
     plan = build_plan(sim_graphs, assignments, astra, opts.ablate_sync)
+    plan.slot_start = [alignment.offset(g.rank) for g in sim_graphs]
     _attach_comms(plan, sim_graphs, instances, mode, opts.pricer)
     sync = RuntimeSync(len(plan.unlimited), plan.stream_of) if plan.sync_args else None
     t_plan = time.perf_counter()
@@ -101,6 +109,7 @@ def simulate(
     t_run = time.perf_counter()
     _check_complete(schedule, plan, sim_graphs)
     result = _assemble(graphs, sim_graphs, assignments, plan, schedule, folding, mode)
+    result.aligned, result.align_note = alignment.aligned, alignment.reason
     result.stats = {
         "nodes_simulated": plan.n,
         "nodes_total": sum(len(g) for g in graphs),
@@ -184,8 +193,10 @@ def _assemble(
             match=match[lo:hi],
             names=g.names,
         )
-        it = int(end[lo:hi].max()) if hi > lo else 0
-        own[g.rank] = RankResult(g.rank, it, a.processors, tasks, g.measured_step_ns)
+        t0 = plan.slot_start[k]
+        tail = None if mode is Mode.ASTRA else step_tail(g, a)
+        it = rank_end(end[lo:hi], a.proc, tail) - t0 if hi > lo else 0
+        own[g.rank] = RankResult(g.rank, it, a.processors, tasks, g.measured_step_ns, start_ns=t0)
     ranks, out_graphs = [], []
     by_rank = {g.rank: g for g in graphs}
     for r in sorted(folding.rep):
@@ -202,8 +213,10 @@ def _assemble(
                     base.tasks,
                     by_rank[r].measured_step_ns,
                     folded_from=rep,
+                    start_ns=base.start_ns,
                 )
             )
         out_graphs.append(by_rank[rep])
-    total = max((r.iteration_time_ns for r in ranks), default=0)
+    first = min((r.start_ns for r in ranks), default=0)
+    total = max((r.end_ns for r in ranks), default=0) - first
     return SimResult(ranks, total, mode.value, out_graphs)

@@ -1,7 +1,7 @@
 """The simulation loop: runs a `Plan` on the event kernel and returns every node's times.
 
-Events are node finishes (and, rarely, delayed starts of special nodes, and processor
-dispatches in ASTRA-sim mode). When a node finishes, its processor frees and its
+Events are node finishes (and, rarely, delayed starts of special nodes, processor
+dispatches in ASTRA-sim mode, and the first nodes of ranks that start late). When a node finishes, its processor frees and its
 successors' counters drop; a successor whose enqueueing dependencies are all done joins
 its processor's queue, and a queue's head starts when its processor is free and all its
 dependencies are done. A chain of nodes on one thread therefore costs one heap push and
@@ -20,6 +20,7 @@ from lumos.simulator.engine import PRIO_SHIFT, TIME_SHIFT
 from lumos.simulator.plan import (
     COLLECTIVE,
     EVENT_RECORD,
+    LAUNCH,
     P2P_RECV,
     P2P_SEND,
     PLAIN,
@@ -29,7 +30,7 @@ from lumos.simulator.plan import (
 )
 from lumos.simulator.sync import RuntimeSync
 
-FINISH, START, DISPATCH = 0, 1, 2
+FINISH, START, DISPATCH, RELEASE = 0, 1, 2, 3
 _KIND_MASK = 3
 
 
@@ -51,6 +52,8 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
     indeg, enq = list(plan.indeg), list(plan.enq)
     unlimited, is_stream, by_id = plan.unlimited, plan.is_stream, plan.by_id
     match, inst_dur, inst_members = plan.match, plan.inst_dur, plan.inst_members
+    wait_in_gap = plan.wait_in_gap or [False] * n
+    early_dst = plan.early_dst
     n_procs = len(unlimited)
     busy = [False] * n_procs
     last_end = [0] * n_procs
@@ -130,6 +133,10 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
             slot, _, stream, event = plan.sync_args[v]
             sync.record(slot, event, stream)
             finish_at(v, s + dur[v])
+        elif r == LAUNCH:
+            for e, latency in plan.early[v]:
+                heappush(heap, ((s + latency) << shift) | ((n + e) << 2) | RELEASE)
+            finish_at(v, s + dur[v])
         elif r == STREAM_WAIT and sync is not None:
             slot, _, stream, event = plan.sync_args[v]
             marker = sync.add_marker(slot, event)
@@ -184,9 +191,17 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
         else:
             try_start(-token - 1, t)
 
-    for v in range(n):
-        if not enq[v]:
-            enqueue(v, 0)
+    slot_start = plan.slot_start or [0] * (len(plan.offsets) - 1)
+    for k, t0 in enumerate(slot_start):
+        for pi in range(plan.proc_offsets[k], plan.proc_offsets[k + 1]):
+            last_end[pi] = t0
+        for v in range(plan.offsets[k], plan.offsets[k + 1]):
+            if enq[v]:
+                continue
+            if t0:
+                heappush(heap, (t0 << shift) | (v << 2) | RELEASE)
+            else:
+                enqueue(v, 0)
     events = 0
     while heap:
         key = heappop(heap)
@@ -196,6 +211,16 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
         v = (key >> 2) & ((1 << (PRIO_SHIFT - 2)) - 1)
         if kind == START:
             special(v, t)
+            continue
+        if kind == RELEASE:
+            if v < n:
+                enqueue(v, t)
+                continue
+            u = early_dst[v - n]
+            indeg[u] -= 1
+            enq[u] -= 1
+            if not enq[u]:
+                enqueue(u, t)
             continue
         if kind == DISPATCH:
             pi = v - n
@@ -209,7 +234,7 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
         pi = proc[v]
         if not unlimited[pi]:
             busy[pi] = False
-            last_end[pi] = t
+            last_end[pi] = t - wait[v] if wait_in_gap[v] else t
         if stream_procs[pi]:
             done = done_counts[pi] + 1
             done_counts[pi] = done

@@ -38,15 +38,27 @@ def _pricer(hw: str | None, ranks: int) -> CollectivePricer | None:
 @click.option(
     "--repair", is_flag=True, help="Load broken foreign ETs anyway (drop dangling/cyclic deps)."
 )
+@click.option(
+    "--no-align-ranks",
+    is_flag=True,
+    help="Start every rank at 0 instead of at its measured step start (step_start_ns).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 @handle_errors
 def compare_command(
-    target: str, hw: str | None, ablate_sync: bool, repair: bool, as_json: bool
+    target: str,
+    hw: str | None,
+    ablate_sync: bool,
+    repair: bool,
+    no_align_ranks: bool,
+    as_json: bool,
 ) -> None:
     """Replay ET_DIR_OR_PREFIX and compare with the times recorded in it.
 
     Measured step = the ETs' `measured_step_ns` (Kineto ProfilerStep), else the span of
-    the recorded nodes; per stream/thread, busy time recorded vs simulated.
+    the recorded nodes; per stream/thread, busy time recorded vs simulated. Ranks start
+    at their measured step starts when the ETs carry them (overall times are then last
+    end minus first start on both sides).
     """
     ranks = len(find_et_sources(target))
     options = SimOptions(
@@ -54,6 +66,7 @@ def compare_command(
         pricer=_pricer(hw, ranks),
         ablate_sync=ablate_sync,
         repair=repair,
+        align_ranks=not no_align_ranks,
     )
     result = simulate(target, options)
     comparison = compare(result, read_measured(target))

@@ -63,6 +63,12 @@ def _pricer(
 )
 @click.option("--fold", is_flag=True, help="Simulate one of each set of identical ranks (exact).")
 @click.option(
+    "--align-ranks/--no-align-ranks",
+    default=None,
+    help="Start each rank at its measured step start (step_start_ns) when the ETs carry "
+    "it (default: on in replay mode).",
+)
+@click.option(
     "--repair", is_flag=True, help="Load broken foreign ETs anyway (drop dangling/cyclic deps)."
 )
 @handle_errors
@@ -77,6 +83,7 @@ def simulate_command(
     as_json: bool,
     no_sync_edges: bool,
     fold: bool,
+    align_ranks: bool | None,
     repair: bool,
 ) -> None:
     """Simulate all ranks of ET_DIR_OR_PREFIX (folder, prefix, file or tar of .et files)."""
@@ -92,6 +99,7 @@ def simulate_command(
         ablate_sync=no_sync_edges,
         comm_groups=groups,
         repair=repair,
+        align_ranks=align_ranks,
     )
     result = simulate(target, options)
     if timeline:

@@ -1,0 +1,267 @@
+"""Replay accuracy of lumos against measured step times, on every real trace we have.
+
+Converts each trace with `lumos convert`, replays it (`lumos compare`'s path: replay
+mode, ranks aligned on their measured step starts when the ETs carry them), and prints
+per trace: measured step, simulated step, the error (overall, and the worst rank), and
+the same for the ablation without cross-stream and sync edges (`ablate_sync`, the
+dPRO-like graph). Run from the repository root with the venv active:
+
+    python scripts/accuracy_table.py [--markdown] [--only NAME ...] [--work DIR]
+
+Fixtures are read from ../shared/fixtures (or $LUMOS_FIXTURES). Until the converter
+writes `step_start_ns`, it is added to the converted ETs from the Kineto traces named
+in their `source` metadata (the `ProfilerStep` whose duration is `measured_step_ns`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lumos.converters.attrs import attr_value, make_attr
+from lumos.converters.conventions import META_SOURCE, META_STEP_NS, META_STEP_START_NS
+from lumos.converters.et_files import find_et_sources
+from lumos.converters.et_io import read_et, write_et
+from lumos.simulator.compare import Comparison, compare, read_measured
+from lumos.simulator.run import SimOptions, simulate
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(os.environ.get("LUMOS_FIXTURES", ROOT.parent / "shared" / "fixtures"))
+HTA = "HolisticTraceAnalysis/tests/data"
+DLRM = "param/et_replay/tests/inputs"
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One trace: its inputs (relative to the fixtures or the repo) and what it is."""
+
+    name: str
+    inputs: tuple[str, ...]
+    what: str
+    ranks: tuple[int, ...] = ()  # simulate only these ranks' files (sampled jobs)
+
+
+CASES = (
+    Case(
+        "dlrm",
+        (f"@{DLRM}/dlrm_pytorch_et.tar.gz", f"@{DLRM}/dlrm_kineto.tar.gz"),
+        "PARAM DLRM, 8×V100, NCCL; host ET + Kineto",
+    ),
+    Case("hta_alexnet", (f"@{HTA}/critical_path/alexnet",), "HTA AlexNet, 1×A100 (whole trace)"),
+    Case(
+        "hta_event_sync",
+        (f"@{HTA}/critical_path/cuda_event_sync",),
+        "HTA cuda_event_sync, 1×A100",
+    ),
+    Case(
+        "hta_rank0_of16",
+        (f"@{HTA}/negative_queue_length_values_check",),
+        "HTA rank 0 of a 16-rank job, A100, NCCL",
+    ),
+    Case(
+        "hta_sampled_r0",
+        (f"@{HTA}/trace_filter/sampled_rank-0.json.gz",),
+        "HTA rank 0 of a 128-rank job, A100, NCCL",
+    ),
+    Case(
+        "hta_sampled_r1",
+        (f"@{HTA}/trace_filter/sampled_rank-1.json.gz",),
+        "HTA rank 1 of a 128-rank job, A100, NCCL",
+    ),
+    Case(
+        "tracelens_bert",
+        ("@TraceLens/tests/traces/h100",),
+        "TraceLens BERT-small inference, 1×H100",
+    ),
+    Case("capture_ddp", ("tests/data/captures/ddp",), "our capture: DDP, 2 ranks, CPU/gloo"),
+    Case("capture_fsdp", ("tests/data/captures/fsdp",), "our capture: FSDP2, 2 ranks, CPU/gloo"),
+    Case(
+        "capture_pipeline",
+        ("tests/data/captures/pipeline",),
+        "our capture: 2-stage pipeline, send/recv, CPU/gloo",
+    ),
+)
+
+
+def resolve(spec: str) -> Path:
+    return FIXTURES / spec[1:] if spec.startswith("@") else ROOT / spec
+
+
+def convert_case(case: Case, out: Path, reuse: bool = False) -> Path:
+    """`lumos convert` the case's inputs into `out` (kept if `reuse` and present)."""
+    if not (reuse and any(out.glob("*.et"))):
+        out.mkdir(parents=True, exist_ok=True)
+        args = [str(resolve(s)) for s in case.inputs]
+        cli = [sys.executable, "-c", "from lumos.cli.main import main; main()"]
+        cmd = [*cli, "convert", *args, "-o", str(out), "--prefix", case.name]
+        subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT)
+    add_step_starts(out)
+    return out
+
+
+def _kineto_json(source: str) -> dict[str, Any]:
+    path, _, member = source.partition(":")
+    full = Path(path) if Path(path).is_absolute() else ROOT / path
+    if member:
+        with tarfile.open(full) as tar:
+            handle = tar.extractfile(member)
+            assert handle is not None
+            raw = handle.read()
+    else:
+        raw = full.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    return json.loads(raw)
+
+
+def _ns(us: float) -> int:
+    whole = int(us)
+    return whole * 1000 + round((us - whole) * 1000)
+
+
+def add_step_starts(folder: Path) -> int:
+    """Add `step_start_ns` to converted ETs that lack it; how many files were patched."""
+    patched = 0
+    for source in find_et_sources(folder):
+        meta, nodes = read_et(source.path)
+        attrs = {a.name: attr_value(a) for a in meta.attr}
+        step = attrs.get(META_STEP_NS)
+        if META_STEP_START_NS in attrs or step is None:
+            continue
+        kineto = _kineto_json(str(attrs[META_SOURCE][-1]))
+        steps = [
+            e
+            for e in kineto["traceEvents"]
+            if str(e.get("name", "")).startswith("ProfilerStep#") and "dur" in e
+        ]
+        best = min(steps, key=lambda e: abs(_ns(e["dur"]) - int(step)))
+        meta.attr.append(make_attr(META_STEP_START_NS, _ns(best["ts"])))
+        write_et(source.path, meta, nodes)
+        patched += 1
+    return patched
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One line of the table."""
+
+    case: Case
+    ranks: int
+    nodes: int
+    full: Comparison
+    ablated: Comparison
+    aligned: bool
+    seconds: float
+
+
+def evaluate(case: Case, prefix: Path) -> Row:
+    """Replay with and without sync edges and compare with the measured steps."""
+    t0 = time.perf_counter()
+    measured = read_measured(prefix)
+    full = simulate(prefix, SimOptions())
+    ablated = simulate(prefix, SimOptions(ablate_sync=True))
+    nodes = int(full.stats["nodes_total"])
+    return Row(
+        case,
+        len(full.ranks),
+        nodes,
+        compare(full, measured),
+        compare(ablated, measured),
+        full.aligned,
+        time.perf_counter() - t0,
+    )
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.2f}%"
+
+
+def _ms(ns: int | None) -> str:
+    return "-" if ns is None else f"{ns / 1e6:.3f}"
+
+
+HEADER = (
+    "trace",
+    "ranks",
+    "nodes",
+    "measured ms",
+    "simulated ms",
+    "error",
+    "worst rank",
+    "no-sync ms",
+    "no-sync error",
+    "no-sync worst rank",
+)
+
+
+def row_cells(row: Row) -> list[str]:
+    worst = row.full.max_abs_rank_error_pct if row.ranks > 1 else None
+    worst_abl = row.ablated.max_abs_rank_error_pct if row.ranks > 1 else None
+    return [
+        row.case.name + (" (aligned)" if row.aligned else ""),
+        str(row.ranks),
+        f"{row.nodes:,}",
+        _ms(row.full.measured_ns),
+        _ms(row.full.simulated_ns),
+        _pct(row.full.error_pct),
+        "-" if worst is None else f"{worst:.2f}%",
+        _ms(row.ablated.simulated_ns),
+        _pct(row.ablated.error_pct),
+        "-" if worst_abl is None else f"{worst_abl:.2f}%",
+    ]
+
+
+def summary(rows: list[Row]) -> tuple[float, float, float, float]:
+    """Mean and max |error| over traces (each trace's worst of overall and worst rank)."""
+
+    def worst(c: Comparison) -> float:
+        return max(abs(c.error_pct or 0.0), c.max_abs_rank_error_pct or 0.0)
+
+    full = [worst(r.full) for r in rows]
+    abl = [worst(r.ablated) for r in rows]
+    return sum(full) / len(full), max(full), sum(abl) / len(abl), max(abl)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--markdown", action="store_true", help="Print a Markdown table.")
+    parser.add_argument("--only", nargs="*", help="Case names to run (default: all).")
+    parser.add_argument("--work", type=Path, help="Folder for converted ETs (default: temp).")
+    parser.add_argument(
+        "--reuse", action="store_true", help="Keep ETs already converted in --work."
+    )
+    args = parser.parse_args()
+    cases = [c for c in CASES if not args.only or c.name in args.only]
+    work = args.work or Path(tempfile.mkdtemp(prefix="lumos-accuracy-"))
+    rows = [evaluate(c, convert_case(c, work / c.name, args.reuse)) for c in cases]
+    cells = [row_cells(r) for r in rows]
+    if args.markdown:
+        print("| " + " | ".join(HEADER) + " |")
+        print("|" + "---|" * len(HEADER))
+        for line in cells:
+            print("| " + " | ".join(line) + " |")
+    else:
+        widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(HEADER)]
+        print("  ".join(h.rjust(w) for h, w in zip(HEADER, widths, strict=True)))
+        for line in cells:
+            print("  ".join(c.rjust(w) for c, w in zip(line, widths, strict=True)))
+    mean, worst, mean_abl, worst_abl = summary(rows)
+    print(
+        f"\nmean |error| {mean:.2f}% (max {worst:.2f}%); "
+        f"without sync edges {mean_abl:.2f}% (max {worst_abl:.2f}%); "
+        f"error = max(|overall|, |worst rank|) per trace"
+    )
+
+
+if __name__ == "__main__":
+    main()
