@@ -1,20 +1,33 @@
-"""Formatting numbered tasks as Chakra nodes and the rank's GlobalMetadata.
+"""Writing numbered tasks as Chakra nodes, encoded straight into protobuf wire format.
 
-Standard attributes keep their standard value fields (`attrs.STANDARD_FIELDS`); our
-extra ones are those of `conventions`. Attribute order is fixed, so output bytes are
-deterministic.
+`encode_nodes` turns a block of finalized tasks into the bytes of their length-prefixed
+`Node` messages with numpy (`pb_wire`), field by field, exactly as protobuf's
+deterministic serializer would write them; `node_message` builds the same node as a
+`pb.Node` (the reference the encoder is tested against). Standard attributes keep their
+standard value fields (`attrs.STANDARD_FIELDS`); our extra ones are those of
+`conventions`. Attribute order is fixed, so output bytes are deterministic. The file is
+written atomically (temp file, then rename).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import itertools
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 from lumos.converters import conventions as cv
+from lumos.converters import pb_wire as w
 from lumos.converters.attrs import make_attr
 from lumos.converters.et_io import ET_SCHEMA_VERSION
-from lumos.converters.tasks import Task, TaskKind
+from lumos.converters.host_et import HostTrace
+from lumos.converters.kineto import KinetoTrace
+from lumos.converters.tasks import COMM_KINDS, TaskKind, TaskTable
+from lumos.converters.varint import encode_varint
 from lumos.proto import pb
 
 NODE_TYPE = {
@@ -24,6 +37,20 @@ NODE_TYPE = {
     TaskKind.SEND: pb.COMM_SEND_NODE,
     TaskKind.RECV: pb.COMM_RECV_NODE,
 }
+_TYPE_OF_KIND = np.array([NODE_TYPE[TaskKind(k)] for k in range(len(TaskKind))], np.uint8)
+BLOCK_ROWS = 8192
+_INT64_VAL, _BOOL_VAL, _STRING_VAL = 9, 27, 29
+
+
+@dataclass(slots=True)
+class NodeSource:
+    """A finalized task table and what its rows refer to."""
+
+    table: TaskTable
+    step_start: int
+    estimated: bool
+    kineto: KinetoTrace | None = None
+    host: HostTrace | None = None
 
 
 def metadata(
@@ -50,79 +77,336 @@ def metadata(
     return meta
 
 
+# --- the reference: one pb.Node per task -------------------------------------------
+
+
 def _int_attr(name: str, value: int) -> pb.AttributeProto:
     return pb.AttributeProto(name=name, int64_val=value)
 
 
-def to_node(task: Task, step_start: int, estimated: bool) -> pb.Node:
-    """One Chakra node for a numbered task."""
-    start = task.start - step_start
+def node_message(src: NodeSource, row: int) -> pb.Node:
+    """Node `row + 1` (the task at position `row` of the id order) as a pb.Node."""
+    t = src.table
+    task = int(t.order[row])
+    kind = TaskKind(int(t.kind[task]))
+    start = int(t.start[task]) - src.step_start
+    dur = int(t.dur[task])
     attrs: list[pb.AttributeProto] = []
-    comm = task.kind in (TaskKind.COLL, TaskKind.SEND, TaskKind.RECV)
-    if not comm:
-        attrs.append(pb.AttributeProto(name="is_cpu_op", bool_val=task.kind is TaskKind.CPU))
-    attrs.append(_int_attr(cv.DUR_NS, task.dur))
+    if kind not in COMM_KINDS:
+        attrs.append(pb.AttributeProto(name="is_cpu_op", bool_val=kind is TaskKind.CPU))
+    attrs.append(_int_attr(cv.DUR_NS, dur))
     attrs.append(_int_attr(cv.START_NS, start))
-    if estimated:
+    if src.estimated:
         attrs.append(pb.AttributeProto(name=cv.DUR_ESTIMATED, bool_val=True))
-    if task.stream >= 0:
-        attrs.append(_int_attr(cv.STREAM, task.stream))
-        attrs.append(_int_attr(cv.DEVICE, task.device))
-    elif task.tid >= 0:
-        attrs.append(_int_attr(cv.TID, task.tid))
-        attrs.append(_int_attr(cv.GAP_NS, task.gap))
-    ev = task.ev
-    if ev is not None:
-        attrs.append(pb.AttributeProto(name=cv.CATEGORY, string_val=ev.cat))
-        if ev.corr >= 0:
-            attrs.append(_int_attr(cv.CORRELATION, ev.corr))
-    host = task.host
-    if host is not None and task.kind is TaskKind.CPU:
-        attrs.append(_int_attr("rf_id", host.rf_id))
-        attrs.append(_int_attr("seq_id", host.seq_id))
-        attrs.append(_int_attr("fw_parent", host.fw_parent))
-        if host.op_schema:
-            attrs.append(pb.AttributeProto(name="op_schema", string_val=host.op_schema))
-    for name, value in task.attrs.items():
+    if t.stream[task] >= 0:
+        attrs.append(_int_attr(cv.STREAM, int(t.stream[task])))
+        attrs.append(_int_attr(cv.DEVICE, int(t.device[task])))
+    elif t.tid[task] >= 0:
+        attrs.append(_int_attr(cv.TID, int(t.tid[task])))
+        attrs.append(_int_attr(cv.GAP_NS, int(t.gap[task])))
+    ev, k = int(t.ev[task]), src.kineto
+    if ev >= 0 and k is not None:
+        attrs.append(pb.AttributeProto(name=cv.CATEGORY, string_val=k.cats[k.cat[ev]]))
+        if k.corr[ev] >= 0:
+            attrs.append(_int_attr(cv.CORRELATION, int(k.corr[ev])))
+    host, h = int(t.host[task]), src.host
+    if host >= 0 and h is not None and kind is TaskKind.CPU:
+        attrs.append(_int_attr("rf_id", int(h.rf_id[host])))
+        attrs.append(_int_attr("seq_id", int(h.seq_id[host])))
+        attrs.append(_int_attr("fw_parent", int(h.fw_parent[host])))
+        if h.op_schema[host]:
+            attrs.append(pb.AttributeProto(name="op_schema", string_val=h.names[h.op_schema[host]]))
+    for name, value in t.attrs.get(task, {}).items():
         if not name.startswith("_"):
             attrs.append(make_attr(name, value))
     node = pb.Node(
-        id=task.id,
-        name=task.name,
-        type=NODE_TYPE[task.kind],
+        id=row + 1,
+        name=t.name_of(task),
+        type=NODE_TYPE[kind],
         start_time_micros=max(0, start) // 1000,
-        duration_micros=(task.dur + 500) // 1000,
+        duration_micros=max(0, (dur + 500) // 1000),
         attr=attrs,
     )
-    ctrl = _ids(task.ctrl, task)
-    data = _ids(task.data, task, exclude=set(ctrl))
-    if ctrl:
-        node.ctrl_deps.extend(ctrl)
-    if data:
-        node.data_deps.extend(data)
-    if host is not None and task.head and host.inputs is not None:
-        io = host.inputs
-        node.inputs.values, node.inputs.shapes, node.inputs.types = io.values, io.shapes, io.types
-    if host is not None and task.head and host.outputs is not None:
-        io = host.outputs
-        node.outputs.values, node.outputs.shapes, node.outputs.types = (
-            io.values,
-            io.shapes,
-            io.types,
-        )
+    ctrl, data = _deps(t, task, _ids(t))
+    node.ctrl_deps.extend(ctrl)
+    node.data_deps.extend(data)
+    if host >= 0 and h is not None and t.head[task]:
+        for payload, field in ((h.io_in[host], node.inputs), (h.io_out[host], node.outputs)):
+            if payload is not None:
+                field.MergeFromString(payload)
     return node
 
 
-def _ids(deps: list[Task], task: Task, exclude: set[int] | None = None) -> list[int]:
-    seen = set(exclude or ())
-    out = []
-    for dep in deps:
-        if dep.id != task.id and dep.id not in seen and dep.id > 0:
-            seen.add(dep.id)
-            out.append(dep.id)
+def _ids(t: TaskTable) -> np.ndarray:
+    ids = np.empty(len(t), np.int64)
+    ids[t.order] = np.arange(1, len(t) + 1)
+    return ids
+
+
+def _deps(t: TaskTable, task: int, ids: np.ndarray) -> tuple[list[int], list[int]]:
+    own = int(ids[task])
+    ctrl = [int(ids[t.ctrl[task]])] if t.ctrl[task] >= 0 else []
+    seen = set(ctrl)
+    data = []
+    for dep in t.data_of(task):
+        dep_id = int(ids[dep])
+        if dep_id != own and dep_id not in seen:
+            seen.add(dep_id)
+            data.append(dep_id)
+    return [c for c in ctrl if c != own], data
+
+
+# --- the encoder ----------------------------------------------------------------------
+
+
+def _attr_col(name: str, value_tag: int, value: w.Mat, present: np.ndarray) -> list:
+    """One attribute on the present rows: `attr` tag and length, name, value tag, value."""
+    key = name.encode()
+    head = b"\n" + encode_varint(len(key)) + key + encode_varint(value_tag << 3)
+    body_lens = np.where(present, len(head) + value.lens, 0)
+    if len(body_lens) and int(body_lens.max()) >= 128:
+        return [*w.tag_len(10 << 3 | 2, body_lens, present), w.const(head, present), value]
+    fixed = 2 + len(head)
+    mat = np.empty((len(present), fixed + value.mat.shape[1]), np.uint8)
+    mat[:, 0] = 10 << 3 | 2
+    mat[:, 1] = body_lens
+    mat[:, 2:fixed] = np.frombuffer(head, np.uint8)
+    mat[:, fixed:] = value.mat
+    return [w.Mat(mat, np.where(present, fixed + value.lens, 0))]
+
+
+def _int_attr_col(name: str, values: np.ndarray, present: np.ndarray) -> list:
+    return _attr_col(name, _INT64_VAL, w.varints(values, present), present)
+
+
+def _bool_attr_col(name: str, values: np.ndarray, present: np.ndarray) -> list:
+    return _attr_col(name, _BOOL_VAL, w.column(values.astype(np.uint8), present), present)
+
+
+def _string_attr_table(name: str, strings: list[str]) -> list[bytes]:
+    return [make_attr(name, s, "string_val").SerializeToString() for s in strings]
+
+
+def _wrap_attr(body: bytes) -> bytes:
+    return encode_varint(10 << 3 | 2) + encode_varint(len(body)) + body
+
+
+class _Tables:
+    """Per-file lookup tables: encoded name fields, IO fields, string attributes, deps."""
+
+    def __init__(self, src: NodeSource) -> None:
+        t = src.table
+        self.ids = _ids(t)
+        self.names = [
+            (b"\x12" + encode_varint(len(n.encode())) + n.encode()) if n else b"" for n in t.names
+        ]
+        k, h = src.kineto, src.host
+        self.cats = [_wrap_attr(b) for b in _string_attr_table(cv.CATEGORY, k.cats)] if k else []
+        self.schemas = (
+            [b""] + [_wrap_attr(b) for b in _string_attr_table("op_schema", h.names[1:])]
+            if h
+            else []
+        )
+        self.io = _io_table(h, t) if h else []
+        self.deps = _dep_edges(t, self.ids)
+
+
+def _io_table(h: HostTrace, t: TaskTable) -> list[bytes]:
+    """inputs + outputs fields of each host row some task writes (others: empty)."""
+    out = [b""] * len(h)
+    used = np.unique(t.host[(t.host >= 0) & t.head])
+    for row in used.tolist():
+        field = b""
+        for tag, payload in ((b"B", h.io_in[row]), (b"J", h.io_out[row])):
+            if payload is not None:
+                field += tag + encode_varint(len(payload)) + payload
+        out[row] = field
     return out
 
 
-def iter_nodes(tasks: list[Task], step_start: int, estimated: bool) -> Iterator[pb.Node]:
-    for task in tasks:
-        yield to_node(task, step_start, estimated)
+def _dep_edges(t: TaskTable, ids: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """ctrl and data dependency ids as (node row, dep id) pairs sorted by row, deduplicated."""
+    n = len(t)
+    rows = ids - 1
+    ctrl_id = np.where(t.ctrl >= 0, ids[np.maximum(t.ctrl, 0)], 0)
+    has_ctrl = (t.ctrl >= 0) & (ctrl_id != ids)
+    data_id = np.where(t.data1 >= 0, ids[np.maximum(t.data1, 0)], 0)
+    simple = (t.data1 >= 0) & (data_id != ids) & (data_id != ctrl_id)
+    extra_tasks = np.fromiter(t.extra.keys(), np.int64, len(t.extra))
+    simple[extra_tasks] = False
+    d_rows, d_seq, d_ids = (
+        [rows[simple]],
+        [np.zeros(int(simple.sum()), np.int64)],
+        [data_id[simple]],
+    )
+    more_rows, more_seq, more_ids = [], [], []
+    for task in extra_tasks.tolist():
+        own, ctrl = int(ids[task]), int(ctrl_id[task]) if t.ctrl[task] >= 0 else None
+        seen = {ctrl}
+        for k, dep in enumerate(t.data_of(task)):
+            dep_id = int(ids[dep])
+            if dep_id != own and dep_id not in seen:
+                seen.add(dep_id)
+                more_rows.append(own - 1)
+                more_seq.append(k)
+                more_ids.append(dep_id)
+    d_rows.append(np.asarray(more_rows, np.int64))
+    d_seq.append(np.asarray(more_seq, np.int64))
+    d_ids.append(np.asarray(more_ids, np.int64))
+    dr, ds, di = (np.concatenate(x) for x in (d_rows, d_seq, d_ids))
+    order = np.lexsort((ds, dr))
+    c_rows = rows[has_ctrl]
+    c_order = np.argsort(c_rows, kind="stable")
+    del n
+    return {
+        "ctrl": (c_rows[c_order], ctrl_id[has_ctrl][c_order]),
+        "data": (dr[order], di[order]),
+    }
+
+
+def _packed(field: int, edges: tuple[np.ndarray, np.ndarray], lo: int, hi: int) -> list:
+    """A packed repeated uint64 field for node rows [lo, hi)."""
+    rows, dep_ids = edges
+    a, b = np.searchsorted(rows, [lo, hi])
+    rows, dep_ids = rows[a:b] - lo, dep_ids[a:b]
+    values = w.varints(dep_ids)
+    body = np.bincount(rows, weights=values.lens, minlength=hi - lo).astype(np.int64)
+    present = body > 0
+    flat = values.mat[values.mask()]
+    return [*w.tag_len(field << 3 | 2, body, present), w.Ragged(flat, body)]
+
+
+def _row_bytes(field: w.Ragged) -> list[memoryview]:
+    """Each row's bytes of a joined field."""
+    data = memoryview(field.data.tobytes())
+    ends = np.cumsum(field.lens).tolist()
+    starts = [0, *ends[:-1]]
+    return [data[a:b] for a, b in zip(starts, ends, strict=True)]
+
+
+def encode_nodes(src: NodeSource, tables: _Tables, lo: int, hi: int) -> bytes:
+    """Length-prefixed `Node` messages for ids lo+1 .. hi.
+
+    Fields in field-number order: (id) (name) (type, deps, start, duration) (inputs,
+    outputs) (attributes) (op_schema and own attributes); narrow ones are joined as
+    matrices, the others are Python bytes per row, and one join interleaves them.
+    """
+    t = src.table
+    task = t.order[lo:hi]
+    n = hi - lo
+    every = np.ones(n, bool)
+    kind = t.kind[task]
+    start = t.start[task] - src.step_start
+    dur = t.dur[task]
+    names = [tables.names[i] for i in t.name[task].tolist()]
+    mid: list[w.Field] = [w.const(b"\x18", every), w.column(_TYPE_OF_KIND[kind], every)]
+    mid += _packed(4, tables.deps["ctrl"], lo, hi)
+    mid += _packed(5, tables.deps["data"], lo, hi)
+    start_us = np.maximum(0, start) // 1000
+    dur_us = np.maximum(0, (dur + 500) // 1000)
+    mid += [w.const(b"\x30", start_us > 0), w.varints(start_us, start_us > 0)]
+    mid += [w.const(b"\x38", dur_us > 0), w.varints(dur_us, dur_us > 0)]
+    io = _io_rows(src, tables, task)
+    attrs = _attr_fields(src, tables, task, kind, start, dur)
+    tail = _tail_rows(src, tables, task, kind)
+    long_lens = [np.fromiter(map(len, items), np.int64, n) for items in (names, io, tail) if items]
+    node_id = w.varints(np.arange(lo + 1, hi + 1))
+    body = 1 + node_id.lens + w.lengths(mid) + w.lengths(attrs) + np.sum(long_lens, axis=0)
+    head = w.concat([w.varints(body), w.const(b"\x08", every), node_id])
+    columns = [_row_bytes(head), names, _row_bytes(w.concat(mid))]
+    if io:
+        columns.append(io)
+    columns.append(_row_bytes(w.concat(attrs)))
+    if tail:
+        columns.append(tail)
+    return b"".join(itertools.chain.from_iterable(zip(*columns, strict=True)))
+
+
+def _io_rows(src: NodeSource, tables: _Tables, task: np.ndarray) -> list[bytes]:
+    """Each task's inputs/outputs fields (its host op's, on its first segment)."""
+    t = src.table
+    if src.host is None:
+        return []
+    host = np.where(t.head[task], t.host[task], -1).tolist()
+    io = tables.io
+    return [io[h] if h >= 0 else b"" for h in host]
+
+
+def _tail_rows(src: NodeSource, tables: _Tables, task: np.ndarray, kind: np.ndarray) -> list[bytes]:
+    """Each task's op_schema attribute and own attributes (sync, comm), in order."""
+    t, h = src.table, src.host
+    rows = [b""] * len(task)
+    if h is not None:
+        host = np.where(kind == TaskKind.CPU, t.host[task], -1)
+        schema = np.where(host >= 0, h.op_schema[np.maximum(host, 0)], 0)
+        for pos in np.flatnonzero(schema > 0).tolist():
+            rows[pos] = tables.schemas[schema[pos]]
+    if t.attrs:
+        with_attrs = np.isin(task, np.fromiter(t.attrs.keys(), np.int64, len(t.attrs)))
+        for pos in np.flatnonzero(with_attrs).tolist():
+            rows[pos] += b"".join(
+                _wrap_attr(make_attr(name, value).SerializeToString())
+                for name, value in t.attrs[int(task[pos])].items()
+                if not name.startswith("_")
+            )
+    return rows
+
+
+def _attr_fields(
+    src: NodeSource,
+    tables: _Tables,
+    task: np.ndarray,
+    kind: np.ndarray,
+    start: np.ndarray,
+    dur: np.ndarray,
+) -> list[w.Field]:
+    t = src.table
+    n = len(task)
+    every = np.ones(n, bool)
+    parts = _bool_attr_col("is_cpu_op", kind == TaskKind.CPU, kind < TaskKind.COLL)
+    parts += _int_attr_col(cv.DUR_NS, dur, every)
+    parts += _int_attr_col(cv.START_NS, start, every)
+    if src.estimated:
+        parts += _bool_attr_col(cv.DUR_ESTIMATED, every, every)
+    stream, tid = t.stream[task], t.tid[task]
+    on_stream, on_thread = stream >= 0, (stream < 0) & (tid >= 0)
+    parts += _int_attr_col(cv.STREAM, stream, on_stream)
+    parts += _int_attr_col(cv.DEVICE, t.device[task], on_stream)
+    parts += _int_attr_col(cv.TID, tid, on_thread)
+    parts += _int_attr_col(cv.GAP_NS, t.gap[task], on_thread)
+    ev = t.ev[task]
+    k = src.kineto
+    if k is not None:
+        has_ev = ev >= 0
+        safe = np.maximum(ev, 0)
+        parts += w.lookup(tables.cats, k.cat[safe], has_ev)
+        corr = k.corr[safe]
+        parts += _int_attr_col(cv.CORRELATION, corr, has_ev & (corr >= 0))
+    h = src.host
+    if h is not None:
+        host = t.host[task]
+        safe = np.maximum(host, 0)
+        has = (host >= 0) & (kind == TaskKind.CPU)
+        parts += _int_attr_col("rf_id", h.rf_id[safe], has)
+        parts += _int_attr_col("seq_id", h.seq_id[safe], has)
+        parts += _int_attr_col("fw_parent", h.fw_parent[safe], has)
+    return parts
+
+
+def write_et_file(path: Path, meta: pb.GlobalMetadata, src: NodeSource) -> int:
+    """Write `path` atomically: metadata, then every node in id order. Returns the node count."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb", buffering=1 << 20) as out:
+            head = meta.SerializeToString(deterministic=True)
+            out.write(encode_varint(len(head)) + head)
+            if len(src.table):
+                tables = _Tables(src)
+                for lo in range(0, len(src.table), BLOCK_ROWS):
+                    out.write(encode_nodes(src, tables, lo, min(lo + BLOCK_ROWS, len(src.table))))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return len(src.table)

@@ -8,15 +8,18 @@ After all ranks, every process group's collective sequence is compared across ra
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lumos.converters.chakra_write import iter_nodes, metadata
+import numpy as np
+from lumos.converters.chakra_write import NodeSource, metadata, write_et_file
 from lumos.converters.comm import CommRecord, check_sequences, groups_from
-from lumos.converters.et_io import EtWriter
+from lumos.converters.comm_tasks import CommContext
 from lumos.converters.exec_graph import build_tasks
 from lumos.converters.host_et import HostTrace, load_host_et
 from lumos.converters.host_graph import build_host_tasks
@@ -24,7 +27,7 @@ from lumos.converters.json_stream import TraceFile, expand_inputs
 from lumos.converters.kineto import load_kineto
 from lumos.converters.link import LinkReport, link
 from lumos.converters.steps import choose_step
-from lumos.converters.tasks import Task, TaskKind, finalize
+from lumos.converters.tasks import TaskKind, TaskTable, finalize
 
 from lumos import __version__
 from lumos.errors import TraceFormatError
@@ -158,55 +161,76 @@ def convert_rank(
     item: RankInputs, world: int, out_dir: Path, prefix: str, step: int | None
 ) -> tuple[RankSummary, list[CommRecord], dict[str, tuple[int, ...]]]:
     """Convert one rank; returns its summary, its comm records and its process groups."""
+    with _gc_paused():
+        return _convert_rank(item, world, out_dir, prefix, step)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Millions of small containers, none cyclic: the cyclic GC would only rescan them."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _convert_rank(
+    item: RankInputs, world: int, out_dir: Path, prefix: str, step: int | None
+) -> tuple[RankSummary, list[CommRecord], dict[str, tuple[int, ...]]]:
     host: HostTrace | None = load_host_et(item.host) if item.host else None
     sources = [f.path for f in (item.host, item.kineto) if f is not None]
     report = None
+    trace = None
     if item.kineto is not None:
         trace = load_kineto(item.kineto)
         pgs = groups_from(host.process_groups if host else [], trace.distributed, world)
         groups = {k: v.ranks for k, v in pgs.items()}
-        host_of = {}
+        host_row = None
         if host is not None:
             linked = link(host, trace)
-            host_of, report = linked.host_of, linked.report
-        window = choose_step(trace.events, item.kineto.path, step)
-        tasks = build_tasks(trace, window, host_of, item.rank, world, groups)
+            host_row, report = linked.host_row, linked.report
+        window = choose_step(trace, item.kineto.path, step)
+        ctx = CommContext(item.rank, world, groups, host)
+        table = build_tasks(trace, window, host_row, ctx)
         step_start, step_name = window.start, window.name
         step_ns = window.end - window.start if window.measured else None
         estimated = False
     else:
         assert host is not None
         groups = {k: v.ranks for k, v in groups_from(host.process_groups, {}, world).items()}
-        tasks, step_name = build_host_tasks(host, item.rank, world, groups)
+        table, step_name = build_host_tasks(host, CommContext(item.rank, world, groups, host))
         step_start, step_ns, estimated = 0, None, True
-    finalize(tasks, step_start)
+    finalize(table, step_start)
     path = out_dir / f"{prefix}.{item.rank}.et"
     meta = metadata(item.rank, world, groups, step_ns, sources, f"lumos {__version__}")
-    with EtWriter(path, meta) as writer:
-        for node in iter_nodes(tasks, step_start, estimated):
-            writer.write(node)
+    write_et_file(path, meta, NodeSource(table, step_start, estimated, trace, host))
     return (
-        _summary(item.rank, str(path), tasks, step_name, step_ns, report, sources),
-        _records(item.rank, tasks),
+        _summary(item.rank, str(path), table, step_name, step_ns, report, sources),
+        _records(item.rank, table),
         groups,
     )
 
 
-def _records(rank: int, tasks: list[Task]) -> list[CommRecord]:
+def _records(rank: int, table: TaskTable) -> list[CommRecord]:
     out = []
-    for t in tasks:
-        if t.kind is TaskKind.COLL:
-            out.append(
-                CommRecord(
-                    rank,
-                    str(t.attrs.get("pg_name", "")),
-                    int(t.attrs.get("comm_seq", 0)),
-                    int(t.attrs.get("comm_type", 0)),
-                    int(t.attrs.get("comm_size", 0)),
-                    t.name,
-                    t.id,
-                )
+    ids = np.empty(len(table), np.int64)
+    ids[table.order] = np.arange(1, len(table) + 1)
+    for t in np.flatnonzero(table.kind == TaskKind.COLL).tolist():
+        attrs = table.attrs.get(t, {})
+        out.append(
+            CommRecord(
+                rank,
+                str(attrs.get("pg_name", "")),
+                int(attrs.get("comm_seq", 0)),
+                int(attrs.get("comm_type", 0)),
+                int(attrs.get("comm_size", 0)),
+                table.name_of(t),
+                int(ids[t]),
             )
+        )
     out.sort(key=lambda r: (r.pg_name, r.seq))
     return out
 
@@ -214,23 +238,23 @@ def _records(rank: int, tasks: list[Task]) -> list[CommRecord]:
 def _summary(
     rank: int,
     path: str,
-    tasks: list[Task],
+    table: TaskTable,
     step: str,
     step_ns: int | None,
     report: LinkReport | None,
     sources: list[str],
 ) -> RankSummary:
-    kinds = [t.kind for t in tasks]
+    counts = np.bincount(table.kind.astype(np.int64), minlength=len(TaskKind))
     return RankSummary(
         rank=rank,
         path=path,
-        nodes=len(tasks),
-        cpu=kinds.count(TaskKind.CPU),
-        gpu=kinds.count(TaskKind.GPU),
-        comm=len(kinds) - kinds.count(TaskKind.CPU) - kinds.count(TaskKind.GPU),
+        nodes=len(table),
+        cpu=int(counts[TaskKind.CPU]),
+        gpu=int(counts[TaskKind.GPU]),
+        comm=len(table) - int(counts[TaskKind.CPU]) - int(counts[TaskKind.GPU]),
         step=step,
         step_ns=step_ns,
         link=report,
-        unknown_comm=sum(1 for t in tasks if t.attrs.get("_unknown_comm")),
+        unknown_comm=sum(1 for a in table.attrs.values() if a.get("_unknown_comm")),
         sources=sources,
     )

@@ -4,126 +4,170 @@ Processors are CPU threads and GPU streams. The four dependency classes come fro
 thread order and cross-thread waits (`_thread_edges`); launch → GPU op by `correlation`;
 stream order; synchronisation and event record/wait edges (`sync_edges`). Collectives
 and point-to-point ops become COMM tasks (`comm_tasks`). Only the chosen step's host
-events and the GPU work they launch are kept.
+events and the GPU work they launch are kept. Bulk work is done on numpy columns; Python
+loops run only over a thread's events (flattening) and the rare sync and comm tasks.
 """
 
 from __future__ import annotations
 
-import bisect
-import itertools
-from collections import defaultdict
-
+import numpy as np
 from lumos.converters.comm import is_comm_kernel, is_gloo_op
-from lumos.converters.comm_tasks import annotate_comm
-from lumos.converters.flatten import Segment, flatten_thread, thread_order_key
-from lumos.converters.host_et import HostOp
-from lumos.converters.kineto import KEvent, Kind, KinetoTrace
-from lumos.converters.steps import StepWindow, is_step
-from lumos.converters.sync_edges import add_sync_edges
-from lumos.converters.tasks import Task, TaskKind
+from lumos.converters.comm_tasks import CommContext, annotate_comm
+from lumos.converters.flatten import Segments, flatten_thread, thread_order
+from lumos.converters.kineto import Kind, KinetoTrace
+from lumos.converters.steps import StepWindow, step_name_mask
+from lumos.converters.sync_edges import StreamIndex, add_sync_edges
+from lumos.converters.tasks import TaskKind, TaskTable
 
 #: a thread resuming after at least this long idle, right after another thread's task
 #: ended, is taken to have waited for it.
 WAIT_MIN_GAP_NS = 10_000
 
 
+def _name_flags(trace: KinetoTrace, test: object) -> np.ndarray:
+    return np.array([test(n) for n in trace.names] or [False], bool)  # type: ignore[operator]
+
+
 def build_tasks(
     trace: KinetoTrace,
     window: StepWindow,
-    host_of: dict[int, HostOp],
-    rank: int,
-    world_size: int,
-    groups: dict[str, tuple[int, ...]],
-) -> list[Task]:
-    """Every task of the step, with all dependencies as object references."""
-    events = trace.events
-    host_by_ev = {id(events[i]): op for i, op in host_of.items()}
-    threads: dict[int, list[KEvent]] = defaultdict(list)
-    for ev in events:
-        if (
-            ev.kind in (Kind.CPU_OP, Kind.ANNOTATION, Kind.RUNTIME)
-            and ev.pid == window.pid
-            and window.start <= ev.ts < window.end
-            and not is_step(ev)
-        ):
-            threads[ev.tid].append(ev)
-    tasks: list[Task] = []
-    launch_of: dict[int, Task] = {}  # correlation → launch task
-    enclosing: dict[int, tuple[KEvent, ...]] = {}  # id(launch task) → enclosing events
-    per_thread: dict[int, list[Task]] = {}
-    for tid in sorted(threads):
-        evs = threads[tid]
-        evs.sort(key=thread_order_key)
-        chain: list[Task] = []
-        for seg in flatten_thread(evs, lambda e: is_gloo_op(e.name)):
-            task = _cpu_task(seg, tid, host_by_ev)
-            if is_gloo_op(seg.ev.name):
-                task.attrs["_enclosing"] = seg.enclosing
-            if seg.ev.kind is Kind.RUNTIME and seg.ev.corr >= 0:
-                launch_of[seg.ev.corr] = task
-                enclosing[id(task)] = seg.enclosing
-            if chain:
-                task.ctrl.append(chain[-1])
-            chain.append(task)
-        per_thread[tid] = chain
-        tasks += chain
-    streams: dict[int, list[Task]] = defaultdict(list)
-    for ev in events:
-        if ev.kind is Kind.GPU and ev.corr in launch_of:
-            launch = launch_of[ev.corr]
-            kind = TaskKind.COLL if is_comm_kernel(ev.name) else TaskKind.GPU
-            task = Task(kind, ev.name, ev.ts, ev.dur, stream=ev.tid, device=ev.pid, ev=ev)
-            task.host = launch.host if kind is TaskKind.COLL else None
-            task.data.append(launch)
-            task.attrs["_launch_ts"] = launch.start
-            task.attrs["_enclosing"] = enclosing.get(id(launch), ())
-            streams[ev.tid].append(task)
-    gpu: list[Task] = []
-    for stream in sorted(streams):
-        ops = streams[stream]
-        ops.sort(key=lambda t: (t.start, t.attrs["_launch_ts"]))
-        for prev, task in itertools.pairwise(ops):
-            task.ctrl.append(prev)
-        gpu += ops
-    add_sync_edges(events, tasks, streams, launch_of)
-    annotate_comm(tasks + gpu, host_by_ev, rank, world_size, groups)
-    _thread_edges(per_thread)
-    for task in gpu:
-        task.attrs.pop("_launch_ts", None)
-        task.attrs.pop("_enclosing", None)
-    return tasks + gpu
-
-
-def _cpu_task(seg: Segment, tid: int, host_by_ev: dict[int, HostOp]) -> Task:
-    ev = seg.ev
-    return Task(
-        TaskKind.CPU,
-        ev.name,
-        seg.start,
-        seg.end - seg.start,
-        tid=tid,
+    host_row: np.ndarray | None,
+    ctx: CommContext,
+) -> TaskTable:
+    """Every task of the step, with all dependencies as task indices."""
+    kind, ts = trace.kind, trace.ts
+    host_row = host_row if host_row is not None else np.full(len(trace), -1, np.int64)
+    is_step = step_name_mask(trace)[trace.name] & (kind == Kind.ANNOTATION)
+    on_cpu = (kind == Kind.CPU_OP) | (kind == Kind.ANNOTATION) | (kind == Kind.RUNTIME)
+    pick = on_cpu & (trace.pid == window.pid) & (ts >= window.start) & (ts < window.end)
+    rows = np.flatnonzero(pick & ~is_step)
+    gloo = _name_flags(trace, is_gloo_op)
+    segs = Segments()
+    tids = trace.tid[rows]
+    for tid in np.unique(tids).tolist():
+        flatten_thread(trace, thread_order(trace, rows[tids == tid]), gloo, gloo, segs)
+    table = TaskTable(trace.names)
+    ev = np.asarray(segs.ev, np.int64)
+    start = np.asarray(segs.start, np.int64)
+    cpu = table.append(
+        kind=np.zeros(len(ev), np.int8),
+        name=trace.name[ev],
+        start=start,
+        dur=np.asarray(segs.end, np.int64) - start,
+        tid=trace.tid[ev],
         ev=ev,
-        host=host_by_ev.get(id(ev)),
-        head=seg.head,
+        host=host_row[ev],
+        head=segs.head,
+        ctrl=_chain_prev(trace.tid[ev]),
     )
+    for seg, chain in segs.chain.items():
+        if gloo[trace.name[ev[seg]]]:
+            table.attrs_of(seg)["_enclosing"] = chain
+    is_launch = (kind[ev] == Kind.RUNTIME) & (trace.corr[ev] >= 0)
+    launches = cpu[is_launch]
+    launch_of = dict(zip(trace.corr[ev[launches]].tolist(), launches.tolist(), strict=True))
+    enclosing = {seg: segs.chain.get(seg, ()) for seg in launches.tolist()}
+    streams, launch_ts = _gpu_tasks(trace, table, launch_of, enclosing)
+    add_sync_edges(trace, table, len(cpu), StreamIndex(streams, launch_ts), launch_of)
+    annotate_comm(table, trace, host_row, ctx)
+    _thread_edges(table, len(cpu))
+    for attrs in table.attrs.values():
+        attrs.pop("_enclosing", None)
+    return table
 
 
-def _thread_edges(per_thread: dict[int, list[Task]]) -> None:
+def _chain_prev(proc: np.ndarray) -> np.ndarray:
+    """For tasks grouped by processor in order: the index of the one before, or -1."""
+    prev = np.arange(-1, len(proc) - 1, dtype=np.int64)
+    if len(proc):
+        prev[0] = -1
+        prev[1:][proc[1:] != proc[:-1]] = -1
+    return prev
+
+
+def _gpu_tasks(
+    trace: KinetoTrace,
+    table: TaskTable,
+    launch_of: dict[int, int],
+    enclosing: dict[int, tuple[int, ...]],
+) -> tuple[dict[int, list[int]], dict[int, int]]:
+    """GPU tasks for kernels whose launch is in the step.
+
+    Returns stream → its tasks in order (streams in order of first appearance) and each
+    GPU task's launch time.
+    """
+    gpu = np.flatnonzero(trace.kind == Kind.GPU)
+    corr = trace.corr[gpu].tolist()
+    launch = np.array([launch_of.get(c, -1) for c in corr], np.int64)
+    gpu, launch = gpu[launch >= 0], launch[launch >= 0]
+    gpu_file = gpu
+    comm = _name_flags(trace, is_comm_kernel)[trace.name[gpu]]
+    stream = trace.tid[gpu]
+    launch_ts = table.start[launch]
+    order = np.lexsort((np.arange(len(gpu)), launch_ts, trace.ts[gpu], stream))
+    gpu, launch, comm, stream, launch_ts = (
+        a[order] for a in (gpu, launch, comm, stream, launch_ts)
+    )
+    base = len(table)
+    tasks = table.append(
+        kind=np.where(comm, TaskKind.COLL, TaskKind.GPU),
+        name=trace.name[gpu],
+        start=trace.ts[gpu],
+        dur=trace.dur[gpu],
+        stream=stream,
+        device=trace.pid[gpu],
+        ev=gpu,
+        host=np.where(comm, table.host[launch], -1),
+        data1=launch,
+        ctrl=np.where(_chain_prev(stream) >= 0, _chain_prev(stream) + base, -1),
+    )
+    for task in tasks[comm].tolist():
+        table.attrs_of(task)["_enclosing"] = enclosing.get(int(table.data1[task]), ())
+    file_stream = trace.tid[gpu_file]
+    _, first = np.unique(file_stream, return_index=True)
+    streams: dict[int, list[int]] = {int(s): [] for s in file_stream[np.sort(first)].tolist()}
+    for task, s in zip(tasks.tolist(), stream.tolist(), strict=True):
+        streams[s].append(task)
+    return streams, dict(zip(tasks.tolist(), launch_ts.tolist(), strict=True))
+
+
+def _thread_edges(table: TaskTable, n_cpu: int) -> None:
     """Cross-thread waits: a thread resuming right after another thread's task ended."""
-    if len(per_thread) < 2:
+    tids = table.tid[:n_cpu]
+    if len(np.unique(tids)) < 2:
         return
-    ends = sorted((t.end, tid, i) for tid, chain in per_thread.items() for i, t in enumerate(chain))
-    keys = [e[0] for e in ends]
-    for tid, chain in per_thread.items():
-        for i, task in enumerate(chain):
-            lo = chain[i - 1].end if i else None
-            if lo is not None and task.start - lo < WAIT_MIN_GAP_NS:
-                continue
-            k = bisect.bisect_right(keys, task.start) - 1
-            while k >= 0 and ends[k][1] == tid:
-                k -= 1
-            if k < 0:
-                continue
-            end, other, j = ends[k]
-            if lo is None or end >= lo + (task.start - lo) // 2:
-                task.data.append(per_thread[other][j])
+    start = table.start[:n_cpu]
+    end = start + table.dur[:n_cpu]
+    prev = table.ctrl[:n_cpu]
+    lo = np.where(prev >= 0, end[np.maximum(prev, 0)], 0)
+    cand = np.flatnonzero((prev < 0) | (start - lo >= WAIT_MIN_GAP_NS))
+    if not len(cand):
+        return
+    order = np.lexsort((_position(tids), tids, end))
+    keys, e_tid = end[order], tids[order]
+    pos = np.searchsorted(keys, start[cand], side="right") - 1
+    order_l, e_tid_l, keys_l, end_l = order.tolist(), e_tid.tolist(), keys.tolist(), end.tolist()
+    for task, k, has_prev in zip(
+        cand.tolist(), pos.tolist(), (prev[cand] >= 0).tolist(), strict=True
+    ):
+        tid = int(tids[task])
+        while k >= 0 and e_tid_l[k] == tid:
+            k -= 1
+        if k < 0:
+            continue
+        before = order_l[k]
+        if not has_prev:
+            table.add_data(task, before)
+            continue
+        low = end_l[int(prev[task])]
+        if keys_l[k] >= low + (int(start[task]) - low) // 2:
+            table.add_data(task, before)
+
+
+def _position(tids: np.ndarray) -> np.ndarray:
+    """Each task's index within its thread's chain (tasks are grouped by thread)."""
+    out = np.arange(len(tids))
+    if len(tids):
+        starts = np.flatnonzero(np.r_[True, tids[1:] != tids[:-1]])
+        out -= np.repeat(starts, np.diff(np.r_[starts, len(tids)]))
+    return out

@@ -4,75 +4,106 @@ A processor runs one task at a time, so an op that calls other ops cannot be one
 its self time is split around its children (`P[0,10) C[10,30) P[30,50) D[50,60) P[60,100)`).
 Every leaf becomes exactly one segment (even of zero length: it may launch GPU work or
 carry shapes); a parent's segments are kept only where they have length. Atomic events
-(gloo collectives) keep whatever is nested in them out of the graph. Each runtime call
-also gets the chain of events enclosing it, so a kernel's CPU parent is the innermost op
-around its launch.
+(gloo collectives) keep whatever is nested in them out of the graph. Segments of the
+events in `keep_chain` (runtime calls, atomic ops) also get the chain of events enclosing
+them, so a kernel's CPU parent is the innermost op around its launch. One pass with a
+stack over plain integer lists.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from lumos.converters.kineto import KEvent, Kind
+import numpy as np
+from lumos.converters.kineto import Kind, KinetoTrace
+
+#: tie order of events starting together: ops and annotations, then runtime calls.
+KIND_RANK = np.array([0, 0, 1, 2, 2], np.int64)
 
 
 @dataclass(slots=True)
-class Segment:
-    """A piece [start, end) of `ev`'s time on its thread; `head` marks its first piece."""
+class Segments:
+    """Pieces [start, end) of events (Kineto rows `ev`); `head` marks an event's first piece."""
 
-    ev: KEvent
-    start: int
-    end: int
-    head: bool
-    enclosing: tuple[KEvent, ...] = ()
-
-
-_KIND_RANK = {Kind.ANNOTATION: 0, Kind.CPU_OP: 0, Kind.RUNTIME: 1}
+    ev: list[int] = field(default_factory=list)
+    start: list[int] = field(default_factory=list)
+    end: list[int] = field(default_factory=list)
+    head: list[bool] = field(default_factory=list)
+    #: segment index → enclosing Kineto rows, outermost first (only for `keep_chain` events).
+    chain: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
 
-def thread_order_key(ev: KEvent) -> tuple[int, int, int, int]:
-    return (ev.ts, -ev.dur, _KIND_RANK.get(ev.kind, 2), ev.ext)
+def thread_order(trace: KinetoTrace, rows: np.ndarray) -> np.ndarray:
+    """rows sorted by (ts, -dur, kind rank, external id), ties in file order."""
+    return rows[
+        np.lexsort(
+            (
+                rows,
+                trace.ext[rows],
+                KIND_RANK[trace.kind[rows]],
+                -trace.dur[rows],
+                trace.ts[rows],
+            )
+        )
+    ]
 
 
-def flatten_thread(events: list[KEvent], atomic: Callable[[KEvent], bool]) -> list[Segment]:
-    """Segments of one thread's events, in time order (`events` sorted by thread_order_key)."""
-    out: list[Segment] = []
-    # stack entries: [event, end (clamped to the parent), has_emitted, had_child]
-    stack: list[list[object]] = []
+def flatten_thread(
+    trace: KinetoTrace, rows: np.ndarray, atomic: np.ndarray, keep_chain: np.ndarray, out: Segments
+) -> None:
+    """Append the segments of one thread's events (`rows` in `thread_order`) to `out`.
+
+    `atomic` and `keep_chain` are per-name-id flags.
+    """
+    names = trace.name[rows]
+    row_l = rows.tolist()
+    ts_l = trace.ts[rows].tolist()
+    end_l = (trace.ts[rows] + trace.dur[rows]).tolist()
+    atom_l = atomic[names].tolist()
+    keep_l = (keep_chain[names] | (trace.kind[rows] == Kind.RUNTIME)).tolist()
+    o_ev, o_start, o_end, o_head, chain = out.ev, out.start, out.end, out.head, out.chain
+    st_k: list[int] = []
+    st_end: list[int] = []
+    st_emit: list[bool] = []
+    st_child: list[bool] = []
     cursor = 0
-
-    def close_until(t: int) -> None:
-        nonlocal cursor
-        while stack and stack[-1][1] <= t:  # type: ignore[operator]
-            ev, end, emitted, had_child = stack.pop()
-            assert isinstance(ev, KEvent) and isinstance(end, int)
-            if end > cursor or (not had_child and not emitted):
-                out.append(Segment(ev, max(cursor, ev.ts), end, not emitted, _chain(stack)))
-            cursor = max(cursor, end)
-
-    for ev in events:
-        close_until(ev.ts)
-        end = ev.ts + ev.dur
-        if stack:
-            top = stack[-1]
-            top_ev = top[0]
-            assert isinstance(top_ev, KEvent)
-            if atomic(top_ev):
+    for k in range(len(row_l) + 1):
+        t = ts_l[k] if k < len(row_l) else 1 << 62
+        while st_end and st_end[-1] <= t:
+            kk = st_k.pop()
+            e = st_end.pop()
+            emitted = st_emit.pop()
+            had_child = st_child.pop()
+            if e > cursor or (not had_child and not emitted):
+                if keep_l[kk]:
+                    chain[len(o_ev)] = tuple([row_l[x] for x in st_k])
+                o_ev.append(row_l[kk])
+                o_start.append(cursor if cursor > ts_l[kk] else ts_l[kk])
+                o_end.append(e)
+                o_head.append(not emitted)
+            if e > cursor:
+                cursor = e
+        if k == len(row_l):
+            break
+        e = end_l[k]
+        if st_k:
+            top = st_k[-1]
+            if atom_l[top]:
                 continue
-            end = min(end, int(top[1]))  # type: ignore[call-overload]
-            if ev.ts > cursor:
-                out.append(Segment(top_ev, cursor, ev.ts, not top[2], _chain(stack[:-1])))
-                top[2] = True
-            top[3] = True
-        cursor = max(cursor, ev.ts)
-        stack.append([ev, end, False, False])
-    close_until(1 << 62)
-    for seg in out:
-        if seg.ev.kind is not Kind.RUNTIME and not atomic(seg.ev):
-            seg.enclosing = ()
-    return out
-
-
-def _chain(stack: list[list[object]]) -> tuple[KEvent, ...]:
-    return tuple(entry[0] for entry in stack)  # type: ignore[misc]
+            if st_end[-1] < e:
+                e = st_end[-1]
+            if t > cursor:
+                if keep_l[top]:
+                    chain[len(o_ev)] = tuple([row_l[x] for x in st_k[:-1]])
+                o_ev.append(row_l[top])
+                o_start.append(cursor)
+                o_end.append(t)
+                o_head.append(not st_emit[-1])
+                st_emit[-1] = True
+            st_child[-1] = True
+        if t > cursor:
+            cursor = t
+        st_k.append(k)
+        st_end.append(e)
+        st_emit.append(False)
+        st_child.append(False)

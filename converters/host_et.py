@@ -1,17 +1,21 @@
 """Loading a PyTorch host execution trace (ExecutionTraceObserver JSON) into compact records.
 
 Nodes are read in streamed batches (`json_stream`) through the schema table
-(`host_et_schema`), so every version in the wild loads the same way. Each node becomes a
-`HostOp` with interned names and its inputs/outputs kept as the JSON strings Chakra's
-`IOInfo` wants; `record_param_comms` nodes also get a parsed `CommArgs`.
+(`host_et_schema`), so every version in the wild loads the same way. Nodes become rows of
+numpy columns (`HostTrace`, sorted by id) with names as ids into an interned table; each
+node's inputs/outputs are kept already encoded as the Chakra `IOInfo` message the writer
+copies; `record_param_comms` nodes also get a parsed `CommArgs`. `HostTrace.op(i)` gives
+one row as a `HostOp` record.
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
+import numpy as np
 import orjson
 from lumos.converters.host_et_schema import (
     COMM_ATTRS,
@@ -21,6 +25,9 @@ from lumos.converters.host_et_schema import (
     schema_for,
 )
 from lumos.converters.json_stream import TraceFile, read_array_document
+from lumos.converters.kineto import int_array
+from lumos.converters.varint import encode_varint
+from lumos.proto import pb
 
 from lumos.errors import TraceFormatError
 
@@ -52,7 +59,7 @@ class CommArgs:
 
 @dataclass(slots=True)
 class HostOp:
-    """One host-ET node."""
+    """One host-ET node (row `index` of its `HostTrace`)."""
 
     id: int
     name: str
@@ -65,95 +72,312 @@ class HostOp:
     inputs: IoJson | None
     outputs: IoJson | None
     comm: CommArgs | None
+    index: int = -1
+
+
+def _empty_i64() -> np.ndarray:
+    return np.zeros(0, np.int64)
 
 
 @dataclass(slots=True)
 class HostTrace:
-    """A whole host ET: its ops sorted by id, and the process groups it declares."""
+    """A whole host ET as columns sorted by node id, and the process groups it declares.
+
+    `io_in` / `io_out` hold each node's inputs / outputs already encoded as a Chakra
+    `IOInfo` message (None when the node has none); `comm` the parsed
+    `record_param_comms` arguments by row. `op(i)` gives one row as a `HostOp`.
+    """
 
     path: str
     schema: HostEtSchema
     pid: int
-    ops: list[HostOp]
-    process_groups: list[dict[str, Any]]
+    names: list[str] = field(default_factory=list)
+    name: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    op_schema: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    id: np.ndarray = field(default_factory=_empty_i64)
+    parent: np.ndarray = field(default_factory=_empty_i64)
+    rf_id: np.ndarray = field(default_factory=_empty_i64)
+    tid: np.ndarray = field(default_factory=_empty_i64)
+    seq_id: np.ndarray = field(default_factory=_empty_i64)
+    fw_parent: np.ndarray = field(default_factory=_empty_i64)
+    io_in: list[bytes | None] = field(default_factory=list)
+    io_out: list[bytes | None] = field(default_factory=list)
+    comm: dict[int, CommArgs] = field(default_factory=dict)
+    process_groups: list[dict[str, Any]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.id)
+
+    def name_of(self, i: int) -> str:
+        return self.names[self.name[i]]
+
+    def op(self, i: int) -> HostOp:
+        i = int(i)
+        io_in, io_out = self.io_in[i], self.io_out[i]
+        return HostOp(
+            int(self.id[i]),
+            self.names[self.name[i]],
+            int(self.parent[i]),
+            int(self.rf_id[i]),
+            int(self.tid[i]),
+            int(self.seq_id[i]),
+            int(self.fw_parent[i]),
+            self.names[self.op_schema[i]],
+            io_json(io_in) if io_in is not None else None,
+            io_json(io_out) if io_out is not None else None,
+            self.comm.get(i),
+            i,
+        )
+
+    @property
+    def ops(self) -> list[HostOp]:
+        """Every row as a record (slow; for small traces and tests)."""
+        return [self.op(i) for i in range(len(self))]
 
     def by_id(self) -> dict[int, HostOp]:
         return {op.id: op for op in self.ops}
+
+    def row_of_id(self) -> dict[int, int]:
+        return {int(v): i for i, v in enumerate(self.id.tolist())}
+
+
+def io_json(payload: bytes) -> IoJson:
+    """An encoded IOInfo message back as its three JSON strings."""
+    info = pb.IOInfo.FromString(payload)
+    return IoJson(info.values, info.shapes, info.types)
 
 
 def is_host_et(meta: dict[str, Any]) -> bool:
     return "schema" in meta and "traceEvents" not in meta
 
 
-def load_host_et(source: TraceFile) -> HostTrace:
-    """Read a host ET file. Raises TraceFormatError for an unknown schema or bad JSON."""
-    ops: list[HostOp] = []
-    found: list[HostEtSchema] = []
-
-    def on_header(head: dict[str, Any]) -> None:
-        found.append(schema_for(str(head.get("schema", "")), source.path))
-
-    def on_batch(batch: list[Any]) -> None:
-        if not found:
-            raise TraceFormatError(source.path, "no 'schema' before 'nodes'")
-        ops.extend(_op(found[0], node) for node in batch)
-
-    meta = read_array_document(source, "nodes", on_batch, on_header=on_header)
-    if not found:
-        raise TraceFormatError(source.path, "no 'nodes': not a PyTorch host execution trace")
-    schema = found[0]
-    ops.sort(key=lambda op: op.id)
-    groups: list[dict[str, Any]] = []
-    for op in ops:
-        if op.name == PROCESS_GROUP_INIT and op.inputs is not None:
-            groups = _parse_groups(op.inputs.values, source.path)
-    return HostTrace(source.path, schema, int(meta.get("pid", 0)), ops, groups)
+_INT_FIELDS = ("id", "parent", "rf_id", "tid", "seq_id", "fw_parent")
+_VARINT = [encode_varint(i) for i in range(1 << 14)]
 
 
-def _dumps(value: Any) -> str:
-    return orjson.dumps(value).decode()
+def _enc_str(tag: bytes, text: bytes) -> bytes:
+    size = len(text)
+    return tag + (_VARINT[size] if size < 16384 else encode_varint(size)) + text
 
 
-def _op(schema: HostEtSchema, node: dict[str, Any]) -> HostOp:
-    try:
-        if schema.layout is Layout.FLAT:
+def encode_io(values: Any, shapes: Any, types: Any) -> bytes:
+    """Chakra `IOInfo` bytes: the three lists as compact JSON strings."""
+    return (
+        _enc_str(b"\n", orjson.dumps(values))
+        + _enc_str(b"\x12", orjson.dumps(shapes))
+        + _enc_str(b"\x1a", orjson.dumps(types))
+    )
+
+
+_FLAT_IDS = itemgetter("id", "parent", "rf_id", "tid", "seq_id", "fw_parent")
+_FLAT_REST = itemgetter(
+    "name", "inputs", "input_shapes", "input_types", "outputs", "output_shapes", "output_types"
+)
+
+
+class _Columns:
+    """Accumulates nodes batch by batch: ids as tuples, names as ids, IO already encoded."""
+
+    def __init__(self, schema: HostEtSchema, path: str) -> None:
+        self.schema, self.path = schema, path
+        self.name_ids: dict[str, int] = {"": 0}
+        self.names: list[str] = [""]
+        self.nums: list[tuple[Any, ...]] = []
+        self.name: list[int] = []
+        self.op_schema: list[int] = []
+        self.io_in: list[bytes | None] = []
+        self.io_out: list[bytes | None] = []
+        self.comm: dict[int, CommArgs] = {}
+        self.groups: tuple[int, Any] | None = None
+
+    def _nid(self, name: str) -> int:
+        nid = self.name_ids.get(name)
+        if nid is None:
+            nid = self.name_ids[name] = len(self.names)
+            self.names.append(_intern(name))
+        return nid
+
+    def add_batch(self, batch: list[Any]) -> None:
+        node: Any = None
+        try:
+            if self.schema.layout is Layout.FLAT:
+                self._add_flat(batch)
+            else:
+                for node in batch:
+                    self._add(node, False)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            bad = node if node is not None else self._last_bad
+            node_id = bad.get("id") if isinstance(bad, dict) else None
+            node_name = bad.get("name") if isinstance(bad, dict) else None
+            raise TraceFormatError(
+                self.path, f"node {node_id!r} ({node_name!r}) is malformed: {exc}"
+            ) from None
+
+    _last_bad: Any = None
+
+    def _add_flat(self, batch: list[Any]) -> None:
+        """The 1.0.1 layout: every field at top level (the common, fast case)."""
+        nums, name_l, schema_l = self.nums, self.name, self.op_schema
+        io_in, io_out, name_ids = self.io_in, self.io_out, self.name_ids
+        dumps, var = orjson.dumps, _VARINT
+        for node in batch:
+            self._last_bad = node
+            try:
+                ids = _FLAT_IDS(node)
+                name, iv, ish, ity, ov, osh, oty = _FLAT_REST(node)
+            except KeyError:
+                self._add(node, True)
+                continue
+            if name in _SPECIAL or type(name) is not str:
+                self._add(node, True)
+                continue
+            nid = name_ids.get(name)
+            if nid is None:
+                nid = self._nid(name)
+            nums.append(ids)
+            name_l.append(nid)
+            op_schema = node.get("op_schema")
+            schema_l.append(self._schema_id(op_schema) if op_schema else 0)
+            if ity:
+                v, sh, t = dumps(iv), dumps(ish), dumps(ity)
+                if len(v) < 16384 and len(sh) < 16384 and len(t) < 16384:
+                    io_in.append(
+                        b"".join(
+                            (
+                                b"\n",
+                                var[len(v)],
+                                v,
+                                b"\x12",
+                                var[len(sh)],
+                                sh,
+                                b"\x1a",
+                                var[len(t)],
+                                t,
+                            )
+                        )
+                    )
+                else:
+                    io_in.append(encode_io(iv, ish, ity))
+            else:
+                io_in.append(None)
+            if oty:
+                v, sh, t = dumps(ov), dumps(osh), dumps(oty)
+                if len(v) < 16384 and len(sh) < 16384 and len(t) < 16384:
+                    io_out.append(
+                        b"".join(
+                            (
+                                b"\n",
+                                var[len(v)],
+                                v,
+                                b"\x12",
+                                var[len(sh)],
+                                sh,
+                                b"\x1a",
+                                var[len(t)],
+                                t,
+                            )
+                        )
+                    )
+                else:
+                    io_out.append(encode_io(ov, osh, oty))
+            else:
+                io_out.append(None)
+        self._last_bad = None
+
+    def _schema_id(self, value: Any) -> int:
+        text = value if value.__class__ is str else str(value)
+        return self._nid(text) if text else 0
+
+    def _add(self, node: dict[str, Any], flat: bool) -> None:
+        """Any layout, any missing field (the general, slower case)."""
+        name = node["name"]
+        nid = self._nid(name)
+        if flat:
             ids = node
-            ins = (
-                node.get("inputs", []),
-                node.get("input_shapes", []),
-                node.get("input_types", []),
-            )
-            outs = (
-                node.get("outputs", []),
-                node.get("output_shapes", []),
-                node.get("output_types", []),
-            )
+            in_types, out_types = node.get("input_types"), node.get("output_types")
             attrs: dict[str, Any] = {}
+            ins = (node.get("inputs", []), node.get("input_shapes", []), in_types or [])
+            outs = (node.get("outputs", []), node.get("output_shapes", []), out_types or [])
         else:
             attrs = {a["name"]: a.get("value") for a in node.get("attrs", ())}
             ids = attrs
             i, o = node.get("inputs") or {}, node.get("outputs") or {}
             ins = (i.get("values", []), i.get("shapes", []), i.get("types", []))
             outs = (o.get("values", []), o.get("shapes", []), o.get("types", []))
-        name = _intern(node["name"])
-        comm = _comm_args(schema, ins, outs, attrs) if name == "record_param_comms" else None
-        return HostOp(
-            id=int(node["id"]),
-            name=name,
-            parent=int(node.get(schema.parent_key) or 0),
-            rf_id=int(ids.get("rf_id", -1)),
-            tid=int(ids.get("tid", 0)),
-            seq_id=int(ids.get("seq_id", -1)),
-            fw_parent=int(ids.get("fw_parent", 0)),
-            op_schema=_intern(str(ids.get("op_schema", ""))),
-            inputs=IoJson(_dumps(ins[0]), _dumps(ins[1]), _dumps(ins[2])) if ins[2] else None,
-            outputs=IoJson(_dumps(outs[0]), _dumps(outs[1]), _dumps(outs[2])) if outs[2] else None,
-            comm=comm,
+        row = len(self.nums)
+        self.nums.append(
+            (
+                node["id"],
+                node.get(self.schema.parent_key) or 0,
+                ids.get("rf_id", -1),
+                ids.get("tid", 0),
+                ids.get("seq_id", -1),
+                ids.get("fw_parent", 0),
+            )
         )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise TraceFormatError(
-            "host ET", f"node {node.get('id')!r} ({node.get('name')!r}) is malformed: {exc}"
-        ) from None
+        self.name.append(nid)
+        self.op_schema.append(self._schema_id(ids.get("op_schema", "")))
+        self.io_in.append(encode_io(*ins) if ins[2] else None)
+        self.io_out.append(encode_io(*outs) if outs[2] else None)
+        if name == "record_param_comms":
+            self.comm[row] = _comm_args(self.schema, ins, outs, attrs)
+        elif name == PROCESS_GROUP_INIT and ins[2]:
+            node_id = int(node["id"])
+            if self.groups is None or node_id >= self.groups[0]:
+                self.groups = (node_id, ins[0])
+
+    def finish(self, trace: HostTrace) -> None:
+        nums = _int_matrix(self.nums)
+        order = np.argsort(nums[:, 0], kind="stable")
+        trace.names = self.names
+        for col, key in enumerate(_INT_FIELDS):
+            setattr(trace, key, np.ascontiguousarray(nums[order, col]))
+        trace.name = np.asarray(self.name, np.int32)[order]
+        trace.op_schema = np.asarray(self.op_schema, np.int32)[order]
+        rows = order.tolist()
+        trace.io_in = [self.io_in[r] for r in rows]
+        trace.io_out = [self.io_out[r] for r in rows]
+        new_row = {old: new for new, old in enumerate(rows)}
+        trace.comm = {new_row[r]: args for r, args in self.comm.items()}
+        if self.groups is not None:
+            trace.process_groups = _parse_groups(self.groups[1], self.path)
+
+
+_SPECIAL = frozenset({"record_param_comms", PROCESS_GROUP_INIT})
+
+
+def _int_matrix(rows: list[tuple[Any, ...]]) -> np.ndarray:
+    """(id, parent, rf_id, tid, seq_id, fw_parent) tuples → int64 matrix (bad values: -1)."""
+    if not rows:
+        return np.zeros((0, len(_INT_FIELDS)), np.int64)
+    try:
+        return np.asarray(rows, dtype=np.int64).reshape(len(rows), len(_INT_FIELDS))
+    except (TypeError, ValueError, OverflowError):
+        cols = list(zip(*rows, strict=True))
+        parent = [v or 0 for v in cols[1]]
+        return np.stack([int_array(list(c)) for c in (cols[0], parent, *cols[2:])], axis=1)
+
+
+def load_host_et(source: TraceFile) -> HostTrace:
+    """Read a host ET file. Raises TraceFormatError for an unknown schema or bad JSON."""
+    found: list[_Columns] = []
+
+    def on_header(head: dict[str, Any]) -> None:
+        schema = schema_for(str(head.get("schema", "")), source.path)
+        found.append(_Columns(schema, source.path))
+
+    def on_batch(batch: list[Any]) -> None:
+        if not found:
+            raise TraceFormatError(source.path, "no 'schema' before 'nodes'")
+        found[0].add_batch(batch)
+
+    meta = read_array_document(source, "nodes", on_batch, on_header=on_header)
+    if not found:
+        raise TraceFormatError(source.path, "no 'nodes': not a PyTorch host execution trace")
+    columns = found[0]
+    trace = HostTrace(source.path, columns.schema, int(meta.get("pid", 0)))
+    columns.finish(trace)
+    return trace
 
 
 def _tensor_nelems(values: Any, types: Any) -> tuple[int, int]:
@@ -219,9 +443,8 @@ def _comm_args(
     )
 
 
-def _parse_groups(values_json: str, path: str) -> list[dict[str, Any]]:
-    values = orjson.loads(values_json)
-    text = values[0] if values else "[]"
+def _parse_groups(values: Any, path: str) -> list[dict[str, Any]]:
+    text = values[0] if isinstance(values, list) and values else "[]"
     try:
         groups = orjson.loads(text) if isinstance(text, str) else text
     except orjson.JSONDecodeError:

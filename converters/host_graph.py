@@ -9,82 +9,91 @@ COMM tasks on the rank's comm processor, fed by the op before them on the thread
 
 from __future__ import annotations
 
-from collections import defaultdict
+from typing import Any
 
+import numpy as np
 from lumos.converters import conventions as cv
 from lumos.converters.comm import RECV, SEND, kind_of
-from lumos.converters.host_et import HostOp, HostTrace
+from lumos.converters.comm_tasks import CommContext
+from lumos.converters.host_et import CommArgs, HostTrace
 from lumos.converters.host_et_schema import PROCESS_GROUP_INIT, ROOT_NAMES
 from lumos.converters.steps import STEP_PREFIX
-from lumos.converters.tasks import Task, TaskKind
+from lumos.converters.tasks import TaskKind, TaskTable
 
 
-def step_ops(host: HostTrace) -> tuple[list[HostOp], str]:
-    """The ops of the last ProfilerStep (by rf_id range), or all ops."""
-    steps = sorted(
-        (op for op in host.ops if op.name.startswith(STEP_PREFIX)), key=lambda o: o.rf_id
-    )
-    if not steps:
-        return list(host.ops), "whole trace"
-    last = steps[-1]
-    return [op for op in host.ops if op.rf_id >= last.rf_id], last.name
+def step_rows(host: HostTrace) -> tuple[np.ndarray, str]:
+    """Rows of the last ProfilerStep (by rf_id range), or all rows."""
+    is_step = np.array([n.startswith(STEP_PREFIX) for n in host.names] or [False], bool)
+    steps = np.flatnonzero(is_step[host.name])
+    if not len(steps):
+        return np.arange(len(host)), "whole trace"
+    last = steps[np.argsort(host.rf_id[steps], kind="stable")[-1]]
+    return np.flatnonzero(host.rf_id >= host.rf_id[last]), host.name_of(last)
 
 
-def build_host_tasks(
-    host: HostTrace, rank: int, world_size: int, groups: dict[str, tuple[int, ...]]
-) -> tuple[list[Task], str]:
-    ops, step_name = step_ops(host)
-    by_id = host.by_id()
-    included = {op.id for op in ops}
-    has_child = {op.parent for op in ops if op.parent in included}
-    threads: dict[int, list[HostOp]] = defaultdict(list)
-    for op in ops:
-        if op.name in ROOT_NAMES or op.name == PROCESS_GROUP_INIT:
-            continue
-        comm = op.name.startswith(("nccl:", "gloo:"))
-        if op.name.startswith(STEP_PREFIX) or (op.id in has_child and not comm):
-            continue
-        threads[op.tid].append(op)
-    tasks: list[Task] = []
+def build_host_tasks(host: HostTrace, ctx: CommContext) -> tuple[TaskTable, str]:
+    rows, step_name = step_rows(host)
+    names = host.names
+    flags = {
+        key: np.array([test(n) for n in names] or [False], bool)
+        for key, test in (
+            ("skip", lambda n: n in ROOT_NAMES or n == PROCESS_GROUP_INIT),
+            ("step", lambda n: n.startswith(STEP_PREFIX)),
+            ("nccl", lambda n: n.startswith("nccl:")),
+            ("gloo", lambda n: n.startswith("gloo:")),
+        )
+    }
+    name = host.name[rows]
+    included = host.id[rows]
+    has_child = np.isin(included, host.parent[rows])
+    comm = flags["nccl"][name] | flags["gloo"][name]
+    keep = ~flags["skip"][name] & ~flags["step"][name] & ~(has_child & ~comm)
+    rows = rows[keep]
+    rows = rows[np.lexsort((host.id[rows], host.rf_id[rows], host.tid[rows]))]
+    row_of_id = host.row_of_id()
+    cols: dict[str, list[int]] = {k: [] for k in ("kind", "name", "tid", "host", "ctrl", "data1")}
+    table = TaskTable(names)
     seq: dict[str, int] = {}
-    for tid in sorted(threads):
-        prev: Task | None = None
-        for op in sorted(threads[tid], key=lambda o: (o.rf_id, o.id)):
-            nccl = op.name.startswith("nccl:")
-            task = Task(TaskKind.CPU, op.name, 0, 0, tid=-1 if nccl else tid, host=op)
-            if nccl or op.name.startswith("gloo:"):
-                _comm(task, op, by_id.get(op.parent), rank, world_size, groups, seq)
-            if prev is not None:
-                (task.data if nccl else task.ctrl).append(prev)
-            if not nccl:
-                prev = task
-            tasks.append(task)
-    return tasks, step_name
+    attrs: dict[int, dict[str, Any]] = {}
+    prev, prev_tid = -1, None
+    for row in rows.tolist():
+        tid = int(host.tid[row])
+        if tid != prev_tid:
+            prev, prev_tid = -1, tid
+        nccl = bool(flags["nccl"][host.name[row]])
+        task = len(cols["kind"])
+        kind = TaskKind.CPU
+        if nccl or flags["gloo"][host.name[row]]:
+            parent = row_of_id.get(int(host.parent[row]))
+            args = host.comm.get(parent) if parent is not None else None
+            kind, attrs[task] = _comm(host.name_of(row), args, ctx, seq)
+        cols["kind"].append(kind)
+        cols["name"].append(int(host.name[row]))
+        cols["tid"].append(-1 if nccl else tid)
+        cols["host"].append(row)
+        cols["ctrl"].append(-1 if nccl else prev)
+        cols["data1"].append(prev if nccl else -1)
+        if not nccl:
+            prev = task
+    table.append(**cols)
+    table.attrs = attrs
+    return table, step_name
 
 
 def _comm(
-    task: Task,
-    op: HostOp,
-    parent: HostOp | None,
-    rank: int,
-    world_size: int,
-    groups: dict[str, tuple[int, ...]],
-    seq: dict[str, int],
-) -> None:
-    args = parent.comm if parent is not None else None
+    name: str, args: CommArgs | None, ctx: CommContext, seq: dict[str, int]
+) -> tuple[TaskKind, dict[str, Any]]:
     kind = kind_of(args.collective) if args is not None else None
-    kind = kind if kind is not None else kind_of(op.name)
+    kind = kind if kind is not None else kind_of(name)
     pg = (args.pg_name if args else "") or "0"
-    ranks = groups.get(pg) or (args.pg_ranks if args else ()) or tuple(range(world_size))
+    ranks = ctx.groups.get(pg) or (args.pg_ranks if args else ()) or tuple(range(ctx.world_size))
     size = args.in_nelems * args.elem_bytes if args else 0
-    task.attrs["comm_size"] = size
-    task.attrs["pg_name"] = pg
+    attrs: dict[str, Any] = {"comm_size": size, "pg_name": pg}
     if kind in (SEND, RECV):
-        task.kind = TaskKind.SEND if kind == SEND else TaskKind.RECV
-        task.attrs["comm_src"], task.attrs["comm_dst"], task.attrs["comm_tag"] = rank, rank, 0
-        return
-    task.kind = TaskKind.COLL
-    task.attrs["comm_type"] = int(kind) if isinstance(kind, int) else 0
-    task.attrs[cv.PG_RANKS] = list(ranks)
-    task.attrs[cv.COMM_SEQ] = seq.get(pg, 0)
+        attrs["comm_src"], attrs["comm_dst"], attrs["comm_tag"] = ctx.rank, ctx.rank, 0
+        return (TaskKind.SEND if kind == SEND else TaskKind.RECV), attrs
+    attrs["comm_type"] = int(kind) if isinstance(kind, int) else 0
+    attrs[cv.PG_RANKS] = list(ranks)
+    attrs[cv.COMM_SEQ] = seq.get(pg, 0)
     seq[pg] = seq.get(pg, 0) + 1
+    return TaskKind.COLL, attrs

@@ -4,9 +4,10 @@ Both formats are one JSON object whose bulk is a single array (`nodes` or
 `traceEvents`). Parsing the whole document at once holds every element as a Python
 dict (≈1 KB each); instead `read_array_document` decompresses the text in chunks,
 cuts the array at element boundaries and hands orjson one batch at a time, so a caller
-can turn each batch into compact records and drop the dicts. A cut is accepted only if
-the batch parses as a JSON array, so a separator-looking string inside a name can never
-split an element. `TraceFile` names one input: a file (`.json`, `.json.gz`) or a member
+can turn each batch into compact records and drop the dicts. Cuts are looked for before
+the elements' usual first key (`"ph"`, `"id"`), and a cut is accepted only if the batch
+parses as a JSON array, so a separator-looking string inside a name can never split an
+element. `TraceFile` names one input: a file (`.json`, `.json.gz`) or a member
 of a tar archive.
 """
 
@@ -16,6 +17,7 @@ import gzip
 import io
 import re
 import tarfile
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,13 +142,25 @@ def _element_lead(buf: bytes) -> bytes:
     return match.group(1) if match else b""
 
 
+def _common_lead(buf: bytes, but: bytes) -> bytes:
+    """The most common key right after a `},{` other than `but` (when the first fails)."""
+    keys = Counter(k for k in _NEXT_KEY.findall(buf, max(0, len(buf) - (4 << 20))) if k != but)
+    return keys.most_common(1)[0][0] if keys else b""
+
+
 _LEAD = re.compile(rb'\s*\{\s*("[^"]{1,40}")')
+_NEXT_KEY = re.compile(rb'\}\s*,\s*\{\s*("[^"]{1,40}")')
 
 
 def _batches(
     stream: IO[bytes], buf: bytes, chunk_bytes: int, lead: bytes
 ) -> Iterator[tuple[list[Any] | None, bytes]]:
-    """Yield (batch, b"") for each complete slice, then (None, tail-after-last-cut)."""
+    """Yield (batch, b"") for each complete slice, then (None, tail-after-last-cut).
+
+    If several chunks pass without a cut, the first element's key was not the usual one
+    (e.g. a metadata event first): the most common key after `},{` is tried instead.
+    """
+    tried = {lead}
     while True:
         chunk = stream.read(chunk_bytes)
         if not chunk:
@@ -155,6 +169,11 @@ def _batches(
         buf += chunk
         cut = _find_cut(buf, lead)
         if cut is None:
+            if len(buf) > 3 * chunk_bytes:
+                other = _common_lead(buf, lead)
+                if other and other not in tried:
+                    tried.add(other)
+                    lead = other
             continue
         batch, buf = cut
         yield batch, b""

@@ -1,9 +1,11 @@
-"""Loading a Kineto (PyTorch profiler Chrome-trace) file into compact per-event records.
+"""Loading a Kineto (PyTorch profiler Chrome-trace) file into compact columns.
 
 Events are read in streamed batches and kept only if they matter for the execution
 graph: host ops and annotations, CUDA/HIP runtime calls, GPU kernels/memcpy/memset and
-CUDA sync events. Times become integer nanoseconds; names are interned; the argument
-dict is kept only where later stages read it (NCCL kernels, sync events, comm ops).
+CUDA sync events. Each kept event is one row of numpy columns (`KinetoTrace`): times in
+integer nanoseconds, names and categories as ids into interned tables; the argument dict
+is kept (by row) only where later stages read it (NCCL kernels, sync events, comm ops).
+`KinetoTrace.event(i)` gives one row as a `KEvent` record for code that wants objects.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from lumos.converters.json_stream import TraceFile, read_array_document
 
 _intern = sys.intern
@@ -48,10 +51,12 @@ ARG_STREAM = "stream"
 ARG_DEVICE = "device"
 NCCL_ARG_NAMES = ("Collective name", "In msg nelems", "Out msg nelems", "Group size")
 
+_INT_COLUMNS = ("pid", "tid", "ext", "rf", "corr")
+
 
 @dataclass(slots=True)
 class KEvent:
-    """One kept Kineto event; `tid` is the stream for GPU and sync events."""
+    """One kept Kineto event (row `index`); `tid` is the stream for GPU and sync events."""
 
     kind: Kind
     cat: str
@@ -64,14 +69,31 @@ class KEvent:
     rf: int
     corr: int
     args: dict[str, Any] | None = None
+    index: int = -1
+
+
+def _empty_i64() -> np.ndarray:
+    return np.zeros(0, np.int64)
 
 
 @dataclass(slots=True)
 class KinetoTrace:
-    """A Kineto trace: kept events in file order plus the top-level metadata."""
+    """A Kineto trace: kept events in file order as columns, plus the top-level metadata."""
 
     path: str
-    events: list[KEvent]
+    names: list[str] = field(default_factory=list)
+    cats: list[str] = field(default_factory=list)
+    kind: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
+    name: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    cat: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int16))
+    ts: np.ndarray = field(default_factory=_empty_i64)
+    dur: np.ndarray = field(default_factory=_empty_i64)
+    pid: np.ndarray = field(default_factory=_empty_i64)
+    tid: np.ndarray = field(default_factory=_empty_i64)
+    ext: np.ndarray = field(default_factory=_empty_i64)
+    rf: np.ndarray = field(default_factory=_empty_i64)
+    corr: np.ndarray = field(default_factory=_empty_i64)
+    args: dict[int, dict[str, Any]] = field(default_factory=dict)
     distributed: dict[str, Any] = field(default_factory=dict)
     device_name: str = ""
 
@@ -80,13 +102,62 @@ class KinetoTrace:
         rank = self.distributed.get("rank")
         return int(rank) if rank is not None else None
 
+    def __len__(self) -> int:
+        return len(self.kind)
 
-def _ns(value: Any) -> int:
-    """µs (int or float) → ns without losing precision on epoch-sized timestamps."""
-    if isinstance(value, int):
-        return value * 1000
-    whole = int(value)
-    return whole * 1000 + round((float(value) - whole) * 1000.0)
+    def event(self, i: int) -> KEvent:
+        i = int(i)
+        return KEvent(
+            Kind(int(self.kind[i])),
+            self.cats[self.cat[i]],
+            self.names[self.name[i]],
+            int(self.ts[i]),
+            int(self.dur[i]),
+            int(self.pid[i]),
+            int(self.tid[i]),
+            int(self.ext[i]),
+            int(self.rf[i]),
+            int(self.corr[i]),
+            self.args.get(i),
+            i,
+        )
+
+    @property
+    def events(self) -> list[KEvent]:
+        """Every row as a record (slow; for small traces and tests)."""
+        return [self.event(i) for i in range(len(self))]
+
+    def name_of(self, i: int) -> str:
+        return self.names[self.name[i]]
+
+
+def ns_array(values: list[Any]) -> np.ndarray:
+    """µs (ints or floats) → int64 ns, rounding the fraction the way `round` does."""
+    try:
+        raw = np.asarray(values)
+    except (TypeError, ValueError, OverflowError):
+        raw = np.asarray([_float(v) for v in values], dtype=np.float64)
+    if raw.dtype.kind in "iu":
+        return raw.astype(np.int64) * 1000
+    if raw.dtype.kind != "f":
+        raw = np.asarray([_float(v) for v in values], dtype=np.float64)
+    whole = np.trunc(raw)
+    return whole.astype(np.int64) * 1000 + np.round((raw - whole) * 1000.0).astype(np.int64)
+
+
+def _float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def int_array(values: list[Any]) -> np.ndarray:
+    """Python values → int64, with -1 for anything `int()` rejects."""
+    try:
+        return np.asarray(values, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        return np.asarray([_int(v) for v in values], dtype=np.int64)
 
 
 def _int(value: Any) -> int:
@@ -96,57 +167,103 @@ def _int(value: Any) -> int:
         return -1
 
 
-def _keep_args(kind: Kind, name: str, args: dict[str, Any]) -> bool:
-    if kind is Kind.SYNC:
+def _keep_args_by_name(kind: int, name: str) -> bool:
+    if kind == Kind.SYNC:
         return True
-    if kind is Kind.GPU:
-        return "nccl" in name or "Collective name" in args or "rccl" in name
-    if kind is Kind.RUNTIME:
+    if kind == Kind.GPU:
+        return "nccl" in name or "rccl" in name
+    if kind == Kind.RUNTIME:
         return False
     return name.startswith(("nccl:", "gloo:", "record_param_comms", "c10d::"))
 
 
-def _event(raw: dict[str, Any]) -> KEvent | None:
-    if raw.get("ph") != "X":
-        return None
-    kind = CATEGORIES.get(raw.get("cat", ""))
-    if kind is None:
-        return None
-    args = raw.get("args") or {}
-    name = _intern(raw.get("name", ""))
-    tid = raw.get("tid", 0)
-    if kind in (Kind.GPU, Kind.SYNC):
-        tid = args.get(ARG_STREAM, tid)
-    return KEvent(
-        kind=kind,
-        cat=_intern(raw["cat"]),
-        name=name,
-        ts=_ns(raw.get("ts", 0)),
-        dur=_ns(raw.get("dur", 0)),
-        pid=_int(raw.get("pid", 0)),
-        tid=_int(tid),
-        ext=_int(args.get(ARG_EXTERNAL, -1)),
-        rf=_int(args.get(ARG_RF_ID, -1)),
-        corr=_int(args.get(ARG_CORRELATION, -1)),
-        args=args if _keep_args(kind, name, args) else None,
-    )
+class _Columns:
+    """Accumulates kept events batch by batch; each batch becomes numpy arrays."""
+
+    def __init__(self) -> None:
+        self.name_ids: dict[str, int] = {}
+        self.names: list[str] = []
+        self.cat_ids: dict[str, int] = {}
+        self.cats: list[str] = []
+        self.keep: dict[tuple[int, int], bool] = {}
+        self.parts: list[dict[str, np.ndarray]] = []
+        self.args: dict[int, dict[str, Any]] = {}
+        self.count = 0
+
+    def add_batch(self, batch: list[Any]) -> None:
+        kinds, nids, cids, ts, dur, pid, tid, ext, rf, corr = ([] for _ in range(10))
+        cat_kind = CATEGORIES.get
+        name_ids, cat_ids, keep, args_out = self.name_ids, self.cat_ids, self.keep, self.args
+        empty: dict[str, Any] = {}
+        row = self.count
+        for raw in batch:
+            if type(raw) is not dict or raw.get("ph") != "X":
+                continue
+            cat = raw.get("cat", "")
+            kind = cat_kind(cat)
+            if kind is None:
+                continue
+            args = raw.get("args") or empty
+            name = raw.get("name", "")
+            nid = name_ids.get(name)
+            if nid is None:
+                nid = name_ids[name] = len(self.names)
+                self.names.append(_intern(name))
+            cid = cat_ids.get(cat)
+            if cid is None:
+                cid = cat_ids[cat] = len(self.cats)
+                self.cats.append(_intern(cat))
+            t = raw.get("tid", 0)
+            if kind >= Kind.GPU:
+                t = args.get(ARG_STREAM, t)
+            kinds.append(kind)
+            nids.append(nid)
+            cids.append(cid)
+            ts.append(raw.get("ts", 0))
+            dur.append(raw.get("dur", 0))
+            pid.append(raw.get("pid", 0))
+            tid.append(t)
+            ext.append(args.get(ARG_EXTERNAL, -1))
+            rf.append(args.get(ARG_RF_ID, -1))
+            corr.append(args.get(ARG_CORRELATION, -1))
+            key = (kind, nid)
+            kept = keep.get(key)
+            if kept is None:
+                kept = keep[key] = _keep_args_by_name(kind, name)
+            if kept or (kind == Kind.GPU and "Collective name" in args):
+                args_out[row] = args
+            row += 1
+        if not kinds:
+            return
+        self.count = row
+        part = {
+            "kind": np.asarray(kinds, np.int8),
+            "name": np.asarray(nids, np.int32),
+            "cat": np.asarray(cids, np.int16),
+            "ts": ns_array(ts),
+            "dur": ns_array(dur),
+        }
+        for key_name, values in zip(_INT_COLUMNS, (pid, tid, ext, rf, corr), strict=True):
+            part[key_name] = int_array(values)
+        self.parts.append(part)
+
+    def finish(self, trace: KinetoTrace) -> None:
+        trace.names, trace.cats, trace.args = self.names, self.cats, self.args
+        for key in ("kind", "name", "cat", "ts", "dur", *_INT_COLUMNS):
+            if self.parts:
+                setattr(trace, key, np.concatenate([p[key] for p in self.parts]))
 
 
 def load_kineto(source: TraceFile) -> KinetoTrace:
     """Read a Kineto Chrome trace. Raises TraceFormatError on invalid JSON."""
-    events: list[KEvent] = []
-
-    def on_batch(batch: list[Any]) -> None:
-        for raw in batch:
-            if isinstance(raw, dict):
-                ev = _event(raw)
-                if ev is not None:
-                    events.append(ev)
-
-    meta = read_array_document(source, "traceEvents", on_batch)
+    columns = _Columns()
+    meta = read_array_document(source, "traceEvents", columns.add_batch)
     devices = meta.get("deviceProperties") or []
     name = devices[0].get("name", "") if devices and isinstance(devices[0], dict) else ""
-    return KinetoTrace(source.path, events, dict(meta.get("distributedInfo") or {}), name)
+    trace = KinetoTrace(source.path, distributed=dict(meta.get("distributedInfo") or {}))
+    trace.device_name = name
+    columns.finish(trace)
+    return trace
 
 
 def is_kineto(meta: dict[str, Any]) -> bool:

@@ -7,10 +7,10 @@ annotations is taken whole.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
-from lumos.converters.kineto import KEvent, Kind
+import numpy as np
+from lumos.converters.kineto import Kind, KinetoTrace
 
 from lumos.errors import LinkError
 
@@ -28,47 +28,65 @@ class StepWindow:
     measured: bool  # a real ProfilerStep (its duration is the measured iteration time)
 
 
-def is_step(ev: KEvent) -> bool:
-    return ev.kind is Kind.ANNOTATION and ev.name.startswith(STEP_PREFIX)
+def step_name_mask(trace: KinetoTrace) -> np.ndarray:
+    """By name id: does the name start with ProfilerStep#?"""
+    return np.array([n.startswith(STEP_PREFIX) for n in trace.names] or [False], bool)
 
 
-def main_pid(events: list[KEvent]) -> int:
-    counts = Counter(e.pid for e in events if e.kind in (Kind.CPU_OP, Kind.RUNTIME))
-    return counts.most_common(1)[0][0] if counts else 0
+def step_rows(trace: KinetoTrace) -> np.ndarray:
+    """Rows of the ProfilerStep annotations, in file order."""
+    is_step = (trace.kind == Kind.ANNOTATION) & step_name_mask(trace)[trace.name]
+    return np.flatnonzero(is_step)
 
 
-def choose_step(events: list[KEvent], path: str, step: int | None = None) -> StepWindow:
+def main_pid(trace: KinetoTrace) -> int:
+    """The pid with the most CPU ops and runtime calls (the first seen on a tie)."""
+    rows = np.flatnonzero((trace.kind == Kind.CPU_OP) | (trace.kind == Kind.RUNTIME))
+    if not len(rows):
+        return 0
+    pids, first, counts = np.unique(trace.pid[rows], return_index=True, return_counts=True)
+    best = np.flatnonzero(counts == counts.max())
+    return int(pids[best[np.argmin(first[best])]])
+
+
+def choose_step(trace: KinetoTrace, path: str, step: int | None = None) -> StepWindow:
     """The window of `ProfilerStep#<step>` (default: the last complete one).
 
     Raises LinkError if `step` is given and not in the trace.
     """
-    steps = sorted((e for e in events if is_step(e)), key=lambda e: e.ts)
+    rows = step_rows(trace)
+    steps = rows[np.argsort(trace.ts[rows], kind="stable")].tolist()
+    ts, dur, pid = trace.ts, trace.dur, trace.pid
+
+    def window(row: int) -> StepWindow:
+        start = int(ts[row])
+        return StepWindow(trace.name_of(row), start, start + int(dur[row]), int(pid[row]), True)
+
     if step is not None:
         wanted = f"{STEP_PREFIX}{step}"
-        chosen = [e for e in steps if e.name == wanted]
+        chosen = [r for r in steps if trace.name_of(r) == wanted]
         if not chosen:
-            names = ", ".join(e.name for e in steps) or "none"
+            names = ", ".join(trace.name_of(r) for r in steps) or "none"
             raise LinkError(f"{path}: no {wanted} (steps in the trace: {names})")
-        ev = chosen[-1]
-        return StepWindow(ev.name, ev.ts, ev.ts + ev.dur, ev.pid, True)
+        return window(chosen[-1])
+    kind = trace.kind
     if not steps:
-        cpu = [e for e in events if e.kind is not Kind.GPU and e.kind is not Kind.SYNC]
-        pid = main_pid(events)
-        start = min((e.ts for e in cpu), default=0)
-        end = max((e.ts + e.dur for e in cpu), default=0)
-        return StepWindow("whole trace", start, end, pid, False)
-    gpu_corr = {e.corr for e in events if e.kind is Kind.GPU}
-    launches = sorted(
-        (e.ts, e.corr in gpu_corr)
-        for e in events
-        if e.kind is Kind.RUNTIME and e.corr >= 0 and _launches_gpu(e.name)
-    )
-    for ev in reversed(steps):
-        inside = [ok for ts, ok in launches if ev.ts <= ts < ev.ts + ev.dur]
-        if all(inside):
-            return StepWindow(ev.name, ev.ts, ev.ts + ev.dur, ev.pid, True)
-    ev = steps[-1]
-    return StepWindow(ev.name, ev.ts, ev.ts + ev.dur, ev.pid, True)
+        cpu = (kind != Kind.GPU) & (kind != Kind.SYNC)
+        has = bool(cpu.any())
+        start = int(ts[cpu].min()) if has else 0
+        end = int((ts[cpu] + dur[cpu]).max()) if has else 0
+        return StepWindow("whole trace", start, end, main_pid(trace), False)
+    gpu_corr = np.unique(trace.corr[kind == Kind.GPU])
+    launch_name = np.array([_launches_gpu(n) for n in trace.names] or [False], bool)
+    launch = (kind == Kind.RUNTIME) & (trace.corr >= 0) & launch_name[trace.name]
+    order = np.argsort(ts[launch], kind="stable")
+    launch_ts = ts[launch][order]
+    missing = ~np.isin(trace.corr[launch][order], gpu_corr)
+    for row in reversed(steps):
+        lo, hi = np.searchsorted(launch_ts, [ts[row], ts[row] + dur[row]], side="left")
+        if not missing[lo:hi].any():
+            return window(row)
+    return window(steps[-1])
 
 
 def _launches_gpu(name: str) -> bool:

@@ -14,9 +14,10 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
+import numpy as np
 from lumos.converters import conventions as cv
-from lumos.converters.kineto import KEvent, Kind
-from lumos.converters.tasks import Task
+from lumos.converters.kineto import Kind, KinetoTrace
+from lumos.converters.tasks import TaskTable
 
 DEVICE_SYNC = ("cudaDeviceSynchronize", "hipDeviceSynchronize", "cudaCtxSynchronize")
 STREAM_SYNC = ("cudaStreamSynchronize", "hipStreamSynchronize")
@@ -25,21 +26,21 @@ STREAM_WAIT = ("cudaStreamWaitEvent", "hipStreamWaitEvent")
 EVENT_RECORD = ("cudaEventRecord", "hipEventRecord", "cudaEventRecordWithFlags")
 
 
-class _Streams:
-    """GPU tasks of each stream, searchable by launch time."""
+class StreamIndex:
+    """GPU tasks of each stream (in stream order), searchable by launch time."""
 
-    def __init__(self, streams: dict[int, list[Task]]) -> None:
+    def __init__(self, streams: dict[int, list[int]], launch_ts: dict[int, int]) -> None:
         self.ops = streams
-        self.launch = {s: [t.attrs["_launch_ts"] for t in ops] for s, ops in streams.items()}
+        self.launch = {s: [launch_ts[t] for t in ops] for s, ops in streams.items()}
 
-    def last_before(self, stream: int, ts: int) -> Task | None:
+    def last_before(self, stream: int, ts: int) -> int | None:
         times = self.launch.get(stream)
         if not times:
             return None
         k = bisect.bisect_left(times, ts) - 1
         return self.ops[stream][k] if k >= 0 else None
 
-    def first_after(self, stream: int, ts: int) -> Task | None:
+    def first_after(self, stream: int, ts: int) -> int | None:
         times = self.launch.get(stream)
         if not times:
             return None
@@ -47,70 +48,100 @@ class _Streams:
         return self.ops[stream][k] if k < len(times) else None
 
 
+_SYNC_NAMES = frozenset(DEVICE_SYNC + STREAM_SYNC + EVENT_SYNC + STREAM_WAIT + EVENT_RECORD)
+
+
 def add_sync_edges(
-    events: list[KEvent],
-    cpu: list[Task],
-    streams: dict[int, list[Task]],
-    launch_of: dict[int, Task],
+    trace: KinetoTrace,
+    table: TaskTable,
+    n_cpu: int,
+    index: StreamIndex,
+    launch_of: dict[int, int],
 ) -> None:
-    """Add sync/wait edges and attributes to the CPU tasks of runtime calls."""
-    index = _Streams(streams)
-    sync_of = {e.corr: e for e in events if e.kind is Kind.SYNC and e.corr >= 0}
+    """Add sync/wait edges and attributes to the CPU tasks (the first `n_cpu`) of runtime calls."""
+    sync_rows = np.flatnonzero((trace.kind == Kind.SYNC) & (trace.corr >= 0))
+    sync_of = dict(zip(trace.corr[sync_rows].tolist(), sync_rows.tolist(), strict=True))
     record_info: dict[int, tuple[int, int]] = {}  # record corr → (event id, stream)
-    for sync_ev in sync_of.values():
-        sync_args = sync_ev.args or {}
+    for row in sync_of.values():
+        sync_args = trace.args.get(row) or {}
         rec = sync_args.get("wait_on_cuda_event_record_corr_id")
         if rec is not None:
             record_info[int(rec)] = (
                 int(sync_args.get("wait_on_cuda_event_id", -1)),
                 int(sync_args.get("wait_on_stream", -1)),
             )
+    ev = table.ev[:n_cpu]
+    runtime = np.flatnonzero((trace.kind[ev] == Kind.RUNTIME) & table.head[:n_cpu])
+    runtime = runtime[np.argsort(table.start[runtime], kind="stable")]
+    launched_stream = {
+        int(table.data1[t]): int(table.stream[t]) for ops in index.ops.values() for t in ops
+    }
+    is_sync = np.array([n in _SYNC_NAMES for n in trace.names] or [False], bool)
     last_stream: dict[int, int] = {}  # thread → stream it launched on last
-    gpu_of_launch = {id(t.data[0]): t for ops in streams.values() for t in ops if t.data}
-    for task in sorted(cpu, key=lambda t: t.start):
-        ev = task.ev
-        if ev is None or ev.kind is not Kind.RUNTIME or not task.head:
+    for task in runtime.tolist():
+        stream = launched_stream.get(task)
+        if stream is not None:
+            last_stream[int(table.tid[task])] = stream
             continue
-        launched = gpu_of_launch.get(id(task))
-        if launched is not None:
-            last_stream[task.tid] = launched.stream
-            continue
-        name = ev.name
-        sync = sync_of.get(ev.corr)
-        args: dict[str, Any] = (sync.args or {}) if sync is not None else {}
-        if name in DEVICE_SYNC:
-            task.attrs[cv.SYNC_KIND] = "device"
-            waited = [index.last_before(s, task.start) for s in sorted(streams)]
-            _wait(task, [w for w in waited if w is not None])
-        elif name in STREAM_SYNC:
-            stream = int(args.get("stream", last_stream.get(task.tid, -1)))
-            task.attrs[cv.SYNC_KIND] = "stream"
-            task.attrs[cv.SYNC_STREAM] = stream
-            _wait(task, [w for w in [index.last_before(stream, task.start)] if w])
-        elif name in EVENT_SYNC:
-            task.attrs[cv.SYNC_KIND] = "event"
-            src = _recorded(args, launch_of, index)
-            if "wait_on_cuda_event_id" in args:
-                task.attrs[cv.SYNC_EVENT] = int(args["wait_on_cuda_event_id"])
-                task.attrs[cv.SYNC_STREAM] = int(args.get("wait_on_stream", -1))
-            _wait(task, [src] if src else [])
-        elif name in STREAM_WAIT:
-            task.attrs[cv.SYNC_KIND] = "stream_wait_event"
-            if "stream" in args:
-                target = int(args["stream"])
-                task.attrs[cv.SYNC_STREAM] = target
-                task.attrs[cv.SYNC_EVENT] = int(args.get("wait_on_cuda_event_id", -1))
-                src = _recorded(args, launch_of, index)
-                dst = index.first_after(target, task.start)
-                if src is not None and dst is not None and src is not dst:
-                    dst.data.append(src)
-        elif name in EVENT_RECORD and ev.corr in record_info:
-            event_id, stream = record_info[ev.corr]
-            task.attrs[cv.EVENT_RECORD] = event_id
-            task.attrs[cv.SYNC_STREAM] = stream
+        name_id = trace.name[ev[task]]
+        if is_sync[name_id]:
+            _sync_task(trace, table, task, index, launch_of, sync_of, record_info, last_stream)
 
 
-def _recorded(args: dict[str, Any], launch_of: dict[int, Task], index: _Streams) -> Task | None:
+def _sync_task(
+    trace: KinetoTrace,
+    table: TaskTable,
+    task: int,
+    index: StreamIndex,
+    launch_of: dict[int, int],
+    sync_of: dict[int, int],
+    record_info: dict[int, tuple[int, int]],
+    last_stream: dict[int, int],
+) -> None:
+    row = int(table.ev[task])
+    name, corr = trace.name_of(row), int(trace.corr[row])
+    sync = sync_of.get(corr)
+    args: dict[str, Any] = (trace.args.get(sync) or {}) if sync is not None else {}
+    start = int(table.start[task])
+    attrs = table.attrs_of(task)
+    if name in DEVICE_SYNC:
+        attrs[cv.SYNC_KIND] = "device"
+        waited = [index.last_before(s, start) for s in sorted(index.ops)]
+        _wait(table, task, [w for w in waited if w is not None])
+    elif name in STREAM_SYNC:
+        stream = int(args.get("stream", last_stream.get(int(table.tid[task]), -1)))
+        attrs[cv.SYNC_KIND] = "stream"
+        attrs[cv.SYNC_STREAM] = stream
+        last = index.last_before(stream, start)
+        _wait(table, task, [last] if last is not None else [])
+    elif name in EVENT_SYNC:
+        attrs[cv.SYNC_KIND] = "event"
+        src = _recorded(table, args, launch_of, index)
+        if "wait_on_cuda_event_id" in args:
+            attrs[cv.SYNC_EVENT] = int(args["wait_on_cuda_event_id"])
+            attrs[cv.SYNC_STREAM] = int(args.get("wait_on_stream", -1))
+        _wait(table, task, [src] if src is not None else [])
+    elif name in STREAM_WAIT:
+        attrs[cv.SYNC_KIND] = "stream_wait_event"
+        if "stream" in args:
+            target = int(args["stream"])
+            attrs[cv.SYNC_STREAM] = target
+            attrs[cv.SYNC_EVENT] = int(args.get("wait_on_cuda_event_id", -1))
+            src = _recorded(table, args, launch_of, index)
+            dst = index.first_after(target, start)
+            if src is not None and dst is not None and src != dst:
+                table.add_data(dst, src)
+    elif name in EVENT_RECORD and corr in record_info:
+        event_id, stream = record_info[corr]
+        attrs[cv.EVENT_RECORD] = event_id
+        attrs[cv.SYNC_STREAM] = stream
+    if not attrs:
+        del table.attrs[task]
+
+
+def _recorded(
+    table: TaskTable, args: dict[str, Any], launch_of: dict[int, int], index: StreamIndex
+) -> int | None:
     """The last GPU op on the recorded stream before the cudaEventRecord named in args."""
     rec = args.get("wait_on_cuda_event_record_corr_id")
     stream = args.get("wait_on_stream")
@@ -119,12 +150,14 @@ def _recorded(args: dict[str, Any], launch_of: dict[int, Task], index: _Streams)
     record = launch_of.get(int(rec))
     if record is None:
         return None
-    return index.last_before(int(stream), record.start)
+    return index.last_before(int(stream), int(table.start[record]))
 
 
-def _wait(task: Task, waited: list[Task]) -> None:
+def _wait(table: TaskTable, task: int, waited: list[int]) -> None:
     if not waited:
         return
-    task.data.extend(waited)
-    done = max(w.end for w in waited)
-    task.dur = max(0, task.end - max(task.start, done)) if done < task.end else 0
+    for dep in waited:
+        table.add_data(task, dep)
+    done = max(table.end(w) for w in waited)
+    end = table.end(task)
+    table.dur[task] = max(0, end - max(int(table.start[task]), done)) if done < end else 0

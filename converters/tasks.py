@@ -1,9 +1,13 @@
-"""The execution graph's records: a `Task` is one node to be written, on one processor.
+"""The execution graph's records: one row of a `TaskTable` is one node to be written.
 
-Builders (`exec_graph` from Kineto, `host_graph` from a host ET alone) create tasks and
-link them by object; `finalize` then numbers them deterministically (by start time,
-processor and creation order), fills `gap_ns` on CPU threads and turns references into
-node ids, so the writer only formats.
+Builders (`exec_graph` from Kineto, `host_graph` from a host ET alone) fill the table's
+numpy columns; each task runs on one processor (a CPU thread `tid` or a GPU `stream`),
+may stand for a Kineto event (`ev`, a row of the trace) and a host-ET op (`host`, a row
+of the host trace), and has at most one control dependency (`ctrl`: the task before it
+on its processor) plus data dependencies (`data1`, then the rare `extra` ones, in the
+order they were found). `finalize` numbers tasks deterministically (by start time,
+processor and creation order) and fills `gap_ns` on CPU threads, so the writer only
+formats.
 """
 
 from __future__ import annotations
@@ -12,8 +16,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from lumos.converters.host_et import HostOp
-from lumos.converters.kineto import KEvent
+import numpy as np
 
 
 class TaskKind(enum.IntEnum):
@@ -26,52 +29,105 @@ class TaskKind(enum.IntEnum):
     RECV = 4
 
 
-@dataclass(slots=True, eq=False)
-class Task:
-    """One node of the execution graph (times in ns, absolute until `finalize`)."""
+COMM_KINDS = (TaskKind.COLL, TaskKind.SEND, TaskKind.RECV)
+INT_COLUMNS = ("start", "dur", "tid", "stream", "device", "ev", "host", "ctrl", "data1")
+_DEFAULTS = {"tid": -1, "stream": -1, "device": -1, "ev": -1, "host": -1, "ctrl": -1, "data1": -1}
 
-    kind: TaskKind
-    name: str
-    start: int
-    dur: int
-    tid: int = -1  # CPU thread, -1 if on a stream or nowhere
-    stream: int = -1  # GPU stream, -1 if on a thread or nowhere
-    device: int = -1
-    ev: KEvent | None = None
-    host: HostOp | None = None
-    head: bool = True  # first segment of its op: carries the op's inputs/outputs
-    ctrl: list[Task] = field(default_factory=list)
-    data: list[Task] = field(default_factory=list)
-    attrs: dict[str, Any] = field(default_factory=dict)
-    gap: int = 0
-    order: int = 0
-    id: int = 0
 
-    @property
-    def end(self) -> int:
-        return self.start + self.dur
+def _i64() -> np.ndarray:
+    return np.zeros(0, np.int64)
+
+
+@dataclass(slots=True)
+class TaskTable:
+    """All tasks of one rank as columns (times in ns, absolute)."""
+
+    names: list[str]
+    kind: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
+    name: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    start: np.ndarray = field(default_factory=_i64)
+    dur: np.ndarray = field(default_factory=_i64)
+    tid: np.ndarray = field(default_factory=_i64)
+    stream: np.ndarray = field(default_factory=_i64)
+    device: np.ndarray = field(default_factory=_i64)
+    ev: np.ndarray = field(default_factory=_i64)
+    host: np.ndarray = field(default_factory=_i64)
+    ctrl: np.ndarray = field(default_factory=_i64)
+    data1: np.ndarray = field(default_factory=_i64)
+    head: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    #: task → further data dependencies, after `data1`.
+    extra: dict[int, list[int]] = field(default_factory=dict)
+    #: task → attributes to write (names starting with "_" are internal).
+    attrs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: after finalize: task index of each node, in id order (node id = position + 1).
+    order: np.ndarray = field(default_factory=_i64)
+    #: after finalize: gap_ns of each task.
+    gap: np.ndarray = field(default_factory=_i64)
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    def append(self, **columns: Any) -> np.ndarray:
+        """Add rows given as equal-length sequences (missing columns get their default)."""
+        size = len(columns["kind"])
+        base = len(self)
+        self.kind = np.concatenate([self.kind, np.asarray(columns["kind"], np.int8)])
+        self.name = np.concatenate([self.name, np.asarray(columns["name"], np.int32)])
+        for key in INT_COLUMNS:
+            given = columns.get(key)
+            values = (
+                np.full(size, _DEFAULTS.get(key, 0), np.int64)
+                if given is None
+                else np.asarray(given, np.int64)
+            )
+            setattr(self, key, np.concatenate([getattr(self, key), values]))
+        head = columns.get("head")
+        self.head = np.concatenate(
+            [self.head, np.ones(size, bool) if head is None else np.asarray(head, bool)]
+        )
+        return np.arange(base, base + size)
+
+    def end(self, task: int) -> int:
+        return int(self.start[task] + self.dur[task])
+
+    def add_data(self, task: int, dep: int) -> None:
+        self.extra.setdefault(task, []).append(dep)
+
+    def data_of(self, task: int) -> list[int]:
+        first = int(self.data1[task])
+        return ([first] if first >= 0 else []) + self.extra.get(task, [])
+
+    def attrs_of(self, task: int) -> dict[str, Any]:
+        return self.attrs.setdefault(task, {})
+
+    def name_of(self, task: int) -> str:
+        return self.names[self.name[task]]
 
 
 @dataclass(slots=True)
 class Graph:
     """All tasks of one rank, numbered, plus what the writer puts in the metadata."""
 
-    tasks: list[Task]
+    tasks: TaskTable
     step_start: int
     step_ns: int | None
     step_name: str
 
 
-def finalize(tasks: list[Task], step_start: int) -> list[Task]:
-    """Number tasks deterministically and fill `gap` on CPU threads; returns them in id order."""
-    for i, task in enumerate(tasks):
-        task.order = i
-    tasks.sort(key=lambda t: (t.start, t.kind != TaskKind.CPU, t.tid, t.stream, t.order))
-    last_end: dict[int, int] = {}
-    for i, task in enumerate(tasks):
-        task.id = i + 1
-        if task.tid >= 0 and task.stream < 0:
-            prev = last_end.get(task.tid)
-            task.gap = max(0, task.start - (step_start if prev is None else prev))
-            last_end[task.tid] = max(task.end, prev or 0)
-    return tasks
+def finalize(table: TaskTable, step_start: int) -> None:
+    """Number tasks deterministically and fill `gap` on CPU threads."""
+    n = len(table)
+    index = np.arange(n)
+    is_comp_cpu = table.kind == TaskKind.CPU
+    table.order = np.lexsort((index, table.stream, table.tid, ~is_comp_cpu, table.start))
+    gap = np.zeros(n, np.int64)
+    on_thread = table.order[(table.tid[table.order] >= 0) & (table.stream[table.order] < 0)]
+    tids = table.tid[on_thread]
+    for tid in np.unique(tids).tolist():
+        rows = on_thread[tids == tid]
+        ends = table.start[rows] + table.dur[rows]
+        prev = np.empty(len(rows), np.int64)
+        prev[0] = step_start
+        prev[1:] = np.maximum.accumulate(ends)[:-1]
+        gap[rows] = np.maximum(0, table.start[rows] - prev)
+    table.gap = gap
