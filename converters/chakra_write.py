@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 import orjson
 from lumos.converters import conventions as cv
+from lumos.converters import forked
 from lumos.converters import pb_wire as w
 from lumos.converters.attrs import make_attr
 from lumos.converters.et_io import ET_SCHEMA_VERSION
@@ -131,9 +133,7 @@ def node_message(src: NodeSource, row: int) -> pb.Node:
     node.ctrl_deps.extend(ctrl)
     node.data_deps.extend(data)
     if host >= 0 and h is not None and t.head[task]:
-        for payload, field in ((h.io_in[host], node.inputs), (h.io_out[host], node.outputs)):
-            if payload is not None:
-                field.MergeFromString(payload)
+        node.MergeFromString(h.io[host])
     return node
 
 
@@ -207,21 +207,10 @@ class _Tables:
             if h
             else []
         )
-        self.io = _io_table(h, t) if h else []
+        self.io = h.io if h else []
+        self.has_attrs = np.zeros(len(t), bool)
+        self.has_attrs[np.fromiter(t.attrs.keys(), np.int64, len(t.attrs))] = True
         self.deps = _dep_edges(t, self.ids)
-
-
-def _io_table(h: HostTrace, t: TaskTable) -> list[bytes]:
-    """inputs + outputs fields of each host row some task writes (others: empty)."""
-    out = [b""] * len(h)
-    used = np.unique(t.host[(t.host >= 0) & t.head])
-    for row in used.tolist():
-        field = b""
-        for tag, payload in ((b"B", h.io_in[row]), (b"J", h.io_out[row])):
-            if payload is not None:
-                field += tag + encode_varint(len(payload)) + payload
-        out[row] = field
-    return out
 
 
 def _dep_edges(t: TaskTable, ids: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -335,20 +324,19 @@ def _io_rows(src: NodeSource, tables: _Tables, task: np.ndarray) -> list[bytes]:
 def _tail_rows(src: NodeSource, tables: _Tables, task: np.ndarray, kind: np.ndarray) -> list[bytes]:
     """Each task's op_schema attribute and own attributes (sync, comm), in order."""
     t, h = src.table, src.host
-    rows = [b""] * len(task)
     if h is not None:
         host = np.where(kind == TaskKind.CPU, t.host[task], -1)
         schema = np.where(host >= 0, h.op_schema[np.maximum(host, 0)], 0)
-        for pos in np.flatnonzero(schema > 0).tolist():
-            rows[pos] = tables.schemas[schema[pos]]
-    if t.attrs:
-        with_attrs = np.isin(task, np.fromiter(t.attrs.keys(), np.int64, len(t.attrs)))
-        for pos in np.flatnonzero(with_attrs).tolist():
-            rows[pos] += b"".join(
-                _wrap_attr(make_attr(name, value).SerializeToString())
-                for name, value in t.attrs[int(task[pos])].items()
-                if not name.startswith("_")
-            )
+        schemas = tables.schemas
+        rows = [schemas[i] for i in schema.tolist()]
+    else:
+        rows = [b""] * len(task)
+    for pos in np.flatnonzero(tables.has_attrs[task]).tolist():
+        rows[pos] += b"".join(
+            _wrap_attr(make_attr(name, value).SerializeToString())
+            for name, value in t.attrs[int(task[pos])].items()
+            if not name.startswith("_")
+        )
     return rows
 
 
@@ -393,20 +381,59 @@ def _attr_fields(
     return parts
 
 
-def write_et_file(path: Path, meta: pb.GlobalMetadata, src: NodeSource) -> int:
-    """Write `path` atomically: metadata, then every node in id order. Returns the node count."""
+def write_et_file(path: Path, meta: pb.GlobalMetadata, src: NodeSource, split: bool = False) -> int:
+    """Write `path` atomically: metadata, then every node in id order. Returns the node count.
+
+    With `split`, a forked child encodes the second half of the nodes meanwhile.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    part = Path(tmp + ".part")
+    n = len(src.table)
     try:
+        tables = _Tables(src) if n else None
+        starts = list(range(0, n, BLOCK_ROWS))
+        middle = starts[len(starts) // 2] if split and len(starts) > 1 else n
+        child = forked.start(_write_blocks, part, src, tables, middle, n) if middle < n else None
         with os.fdopen(fd, "wb", buffering=1 << 20) as out:
             head = meta.SerializeToString(deterministic=True)
             out.write(encode_varint(len(head)) + head)
-            if len(src.table):
-                tables = _Tables(src)
-                for lo in range(0, len(src.table), BLOCK_ROWS):
-                    out.write(encode_nodes(src, tables, lo, min(lo + BLOCK_ROWS, len(src.table))))
+            _encode_range(out, src, tables, 0, middle)
+            if child is not None:
+                child.result()
+                out.flush()
+                with open(part, "rb") as rest:
+                    _append(rest, out)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return len(src.table)
+    finally:
+        part.unlink(missing_ok=True)
+    return n
+
+
+def _append(src: Any, dst: Any) -> None:
+    """Append file `src` to `dst` (in the kernel where it can)."""
+    size = os.fstat(src.fileno()).st_size
+    done = 0
+    try:
+        while done < size:
+            sent = os.copy_file_range(src.fileno(), dst.fileno(), size - done)
+            if sent == 0:
+                break
+            done += sent
+    except (AttributeError, OSError):
+        src.seek(done)
+        shutil.copyfileobj(src, dst, 8 << 20)
+
+
+def _encode_range(out: Any, src: NodeSource, tables: _Tables | None, lo: int, hi: int) -> None:
+    for at in range(lo, hi, BLOCK_ROWS):
+        assert tables is not None
+        out.write(encode_nodes(src, tables, at, min(at + BLOCK_ROWS, hi)))
+
+
+def _write_blocks(path: Path, src: NodeSource, tables: _Tables, lo: int, hi: int) -> None:
+    with open(path, "wb", buffering=1 << 20) as out:
+        _encode_range(out, src, tables, lo, hi)

@@ -24,7 +24,7 @@ from lumos.converters.comm import (
     kernel_kind,
     kind_of,
 )
-from lumos.converters.host_et import CommArgs, HostTrace, io_json
+from lumos.converters.host_et import CommArgs, HostTrace
 from lumos.converters.kineto import KinetoTrace
 from lumos.converters.tasks import TaskKind, TaskTable
 
@@ -146,9 +146,9 @@ def _peer_tag(
         if len(ints) >= 2:
             return ints[-2], ints[-1]
         op = int(host_row[outer])
-        payload = host.io_in[op] if host is not None and op >= 0 else None
-        if payload is not None:
-            values = orjson.loads(io_json(payload).values)
+        inputs = host.io_of(op)[0] if host is not None and op >= 0 else None
+        if inputs is not None:
+            values = orjson.loads(inputs.values)
             nums = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
             if len(nums) >= 2:
                 return nums[-2], nums[-1]

@@ -10,23 +10,29 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import multiprocessing
+import os
 import re
+import tarfile
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from lumos.converters import forked
 from lumos.converters.chakra_write import NodeSource, metadata, write_et_file
 from lumos.converters.comm import CommRecord, check_sequences, groups_from
 from lumos.converters.comm_tasks import CommContext
-from lumos.converters.exec_graph import build_tasks
+from lumos.converters.exec_graph import build_tasks, cpu_segments
+from lumos.converters.flatten import Segments
 from lumos.converters.host_et import HostTrace, load_host_et
 from lumos.converters.host_graph import build_host_tasks
 from lumos.converters.json_stream import TraceFile, expand_inputs
-from lumos.converters.kineto import load_kineto
+from lumos.converters.kineto import KinetoTrace, load_kineto
 from lumos.converters.link import LinkReport, link
-from lumos.converters.steps import choose_step
+from lumos.converters.steps import StepWindow, choose_step
 from lumos.converters.tasks import TaskKind, TaskTable, finalize
 
 from lumos import __version__
@@ -135,15 +141,19 @@ def convert(
     prefix: str = "trace",
     step: int | None = None,
     on_rank: Callable[[RankSummary], None] | None = None,
+    jobs: int = 1,
 ) -> ConvertResult:
-    """Convert every rank's traces and write `<out_dir>/<prefix>.<rank>.et`."""
+    """Convert every rank's traces and write `<out_dir>/<prefix>.<rank>.et`.
+
+    `jobs` > 1 converts that many ranks at once in worker processes (each then runs on
+    one core); with 1, ranks go one after another and a big rank uses two processes.
+    """
     inputs = plan(paths)
     world = max([i.world_size for i in inputs] + [max(i.rank for i in inputs) + 1])
     result = ConvertResult()
     records: list[CommRecord] = []
     all_groups: dict[str, tuple[int, ...]] = {}
-    for item in inputs:
-        summary, recs, groups = convert_rank(item, world, Path(out_dir), prefix, step)
+    for summary, recs, groups in _each_rank(inputs, world, Path(out_dir), prefix, step, jobs):
         result.ranks.append(summary)
         records += recs
         all_groups.update(groups)
@@ -157,12 +167,40 @@ def convert(
     return result
 
 
+_RankResult = tuple["RankSummary", list[CommRecord], dict[str, tuple[int, ...]]]
+
+
+def _each_rank(
+    inputs: list[RankInputs], world: int, out: Path, prefix: str, step: int | None, jobs: int
+) -> Iterator[_RankResult]:
+    """Every rank's result, in rank order."""
+    if jobs <= 1 or len(inputs) < 2 or not forked.available():
+        for item in inputs:
+            yield convert_rank(item, world, out, prefix, step)
+        return
+    ctx = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(inputs)), mp_context=ctx) as pool:
+        futures = [
+            pool.submit(convert_rank, item, world, out, prefix, step, False) for item in inputs
+        ]
+        for future in futures:
+            yield future.result()
+
+
 def convert_rank(
-    item: RankInputs, world: int, out_dir: Path, prefix: str, step: int | None
+    item: RankInputs,
+    world: int,
+    out_dir: Path,
+    prefix: str,
+    step: int | None,
+    parallel: bool = True,
 ) -> tuple[RankSummary, list[CommRecord], dict[str, tuple[int, ...]]]:
-    """Convert one rank; returns its summary, its comm records and its process groups."""
+    """Convert one rank; returns its summary, its comm records and its process groups.
+
+    With `parallel`, a big rank uses a second process (Kineto load, half the encoding).
+    """
     with _gc_paused():
-        return _convert_rank(item, world, out_dir, prefix, step)
+        return _convert_rank(item, world, out_dir, prefix, step, parallel)
 
 
 @contextlib.contextmanager
@@ -177,24 +215,52 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+#: inputs at least this big (JSON bytes) use a second process when one is available.
+PARALLEL_MIN_BYTES = 32 << 20
+
+
+def _json_bytes(source: TraceFile | None) -> int:
+    if source is None:
+        return 0
+    if source.archive is not None:
+        with tarfile.open(source.archive) as tar:
+            size = tar.getmember(source.member or "").size
+    else:
+        size = os.path.getsize(source.path)
+    return size * 8 if source.name.endswith(".gz") else size
+
+
+def _kineto_side(source: TraceFile, step: int | None) -> tuple[KinetoTrace, StepWindow, Segments]:
+    """What needs only the Kineto trace: load it, choose the step, flatten its threads."""
+    trace = load_kineto(source)
+    window = choose_step(trace, source.path, step)
+    return trace, window, cpu_segments(trace, window).compact()
+
+
 def _convert_rank(
-    item: RankInputs, world: int, out_dir: Path, prefix: str, step: int | None
+    item: RankInputs, world: int, out_dir: Path, prefix: str, step: int | None, parallel: bool
 ) -> tuple[RankSummary, list[CommRecord], dict[str, tuple[int, ...]]]:
-    host: HostTrace | None = load_host_et(item.host) if item.host else None
     sources = [f.path for f in (item.host, item.kineto) if f is not None]
+    big = _json_bytes(item.host) + _json_bytes(item.kineto) >= PARALLEL_MIN_BYTES
+    split = parallel and big and forked.available()
+    pending = None
+    if split and item.host is not None and item.kineto is not None:
+        pending = forked.start(_kineto_side, item.kineto, step)
+    host: HostTrace | None = load_host_et(item.host) if item.host else None
     report = None
     trace = None
     if item.kineto is not None:
-        trace = load_kineto(item.kineto)
+        trace, window, segs = (
+            pending.result() if pending is not None else _kineto_side(item.kineto, step)
+        )
         pgs = groups_from(host.process_groups if host else [], trace.distributed, world)
         groups = {k: v.ranks for k, v in pgs.items()}
         host_row = None
         if host is not None:
             linked = link(host, trace)
             host_row, report = linked.host_row, linked.report
-        window = choose_step(trace, item.kineto.path, step)
         ctx = CommContext(item.rank, world, groups, host)
-        table = build_tasks(trace, window, host_row, ctx)
+        table = build_tasks(trace, window, host_row, ctx, segs)
         step_start, step_name = window.start, window.name
         step_ns = window.end - window.start if window.measured else None
         estimated = False
@@ -206,7 +272,7 @@ def _convert_rank(
     finalize(table, step_start)
     path = out_dir / f"{prefix}.{item.rank}.et"
     meta = metadata(item.rank, world, groups, step_ns, sources, f"lumos {__version__}")
-    write_et_file(path, meta, NodeSource(table, step_start, estimated, trace, host))
+    write_et_file(path, meta, NodeSource(table, step_start, estimated, trace, host), split)
     return (
         _summary(item.rank, str(path), table, step_name, step_ns, report, sources),
         _records(item.rank, table),

@@ -28,15 +28,9 @@ def _name_flags(trace: KinetoTrace, test: object) -> np.ndarray:
     return np.array([test(n) for n in trace.names] or [False], bool)  # type: ignore[operator]
 
 
-def build_tasks(
-    trace: KinetoTrace,
-    window: StepWindow,
-    host_row: np.ndarray | None,
-    ctx: CommContext,
-) -> TaskTable:
-    """Every task of the step, with all dependencies as task indices."""
+def cpu_segments(trace: KinetoTrace, window: StepWindow) -> Segments:
+    """The step's host events of the window's process, flattened thread by thread."""
     kind, ts = trace.kind, trace.ts
-    host_row = host_row if host_row is not None else np.full(len(trace), -1, np.int64)
     is_step = step_name_mask(trace)[trace.name] & (kind == Kind.ANNOTATION)
     on_cpu = (kind == Kind.CPU_OP) | (kind == Kind.ANNOTATION) | (kind == Kind.RUNTIME)
     pick = on_cpu & (trace.pid == window.pid) & (ts >= window.start) & (ts < window.end)
@@ -46,6 +40,24 @@ def build_tasks(
     tids = trace.tid[rows]
     for tid in np.unique(tids).tolist():
         flatten_thread(trace, thread_order(trace, rows[tids == tid]), gloo, gloo, segs)
+    return segs
+
+
+def build_tasks(
+    trace: KinetoTrace,
+    window: StepWindow,
+    host_row: np.ndarray | None,
+    ctx: CommContext,
+    segs: Segments | None = None,
+) -> TaskTable:
+    """Every task of the step, with all dependencies as task indices.
+
+    `segs` are the step's `cpu_segments`, when already computed (e.g. by a worker).
+    """
+    kind = trace.kind
+    host_row = host_row if host_row is not None else np.full(len(trace), -1, np.int64)
+    gloo = _name_flags(trace, is_gloo_op)
+    segs = segs if segs is not None else cpu_segments(trace, window)
     table = TaskTable(trace.names)
     ev = np.asarray(segs.ev, np.int64)
     start = np.asarray(segs.start, np.int64)
@@ -66,8 +78,7 @@ def build_tasks(
     is_launch = (kind[ev] == Kind.RUNTIME) & (trace.corr[ev] >= 0)
     launches = cpu[is_launch]
     launch_of = dict(zip(trace.corr[ev[launches]].tolist(), launches.tolist(), strict=True))
-    enclosing = {seg: segs.chain.get(seg, ()) for seg in launches.tolist()}
-    streams, launch_ts = _gpu_tasks(trace, table, launch_of, enclosing)
+    streams, launch_ts = _gpu_tasks(trace, table, launch_of, segs.chain)
     add_sync_edges(trace, table, len(cpu), StreamIndex(streams, launch_ts), launch_of)
     annotate_comm(table, trace, host_row, ctx)
     _thread_edges(table, len(cpu))
@@ -89,7 +100,7 @@ def _gpu_tasks(
     trace: KinetoTrace,
     table: TaskTable,
     launch_of: dict[int, int],
-    enclosing: dict[int, tuple[int, ...]],
+    chains: dict[int, tuple[int, ...]],
 ) -> tuple[dict[int, list[int]], dict[int, int]]:
     """GPU tasks for kernels whose launch is in the step.
 
@@ -122,7 +133,7 @@ def _gpu_tasks(
         ctrl=np.where(_chain_prev(stream) >= 0, _chain_prev(stream) + base, -1),
     )
     for task in tasks[comm].tolist():
-        table.attrs_of(task)["_enclosing"] = enclosing.get(int(table.data1[task]), ())
+        table.attrs_of(task)["_enclosing"] = chains.get(int(table.data1[task]), ())
     file_stream = trace.tid[gpu_file]
     _, first = np.unique(file_stream, return_index=True)
     streams: dict[int, list[int]] = {int(s): [] for s in file_stream[np.sort(first)].tolist()}
@@ -132,9 +143,15 @@ def _gpu_tasks(
 
 
 def _thread_edges(table: TaskTable, n_cpu: int) -> None:
-    """Cross-thread waits: a thread resuming right after another thread's task ended."""
+    """Cross-thread waits: a thread resuming right after another thread's task ended.
+
+    A task that starts a thread's chain, or follows a gap of at least WAIT_MIN_GAP_NS,
+    waits for the task of another thread that ended last before it started, if that end
+    falls in the second half of the gap.
+    """
     tids = table.tid[:n_cpu]
-    if len(np.unique(tids)) < 2:
+    threads = np.unique(tids)
+    if len(threads) < 2:
         return
     start = table.start[:n_cpu]
     end = start + table.dur[:n_cpu]
@@ -144,24 +161,17 @@ def _thread_edges(table: TaskTable, n_cpu: int) -> None:
     if not len(cand):
         return
     order = np.lexsort((_position(tids), tids, end))
-    keys, e_tid = end[order], tids[order]
-    pos = np.searchsorted(keys, start[cand], side="right") - 1
-    order_l, e_tid_l, keys_l, end_l = order.tolist(), e_tid.tolist(), keys.tolist(), end.tolist()
-    for task, k, has_prev in zip(
-        cand.tolist(), pos.tolist(), (prev[cand] >= 0).tolist(), strict=True
-    ):
-        tid = int(tids[task])
-        while k >= 0 and e_tid_l[k] == tid:
-            k -= 1
-        if k < 0:
-            continue
-        before = order_l[k]
-        if not has_prev:
-            table.add_data(task, before)
-            continue
-        low = end_l[int(prev[task])]
-        if keys_l[k] >= low + (int(start[task]) - low) // 2:
-            table.add_data(task, before)
+    found = np.full(len(cand), -1, np.int64)
+    for tid in threads.tolist():
+        mine = tids[cand] == tid
+        others = order[tids[order] != tid]
+        k = np.searchsorted(end[others], start[cand[mine]], side="right") - 1
+        found[mine] = np.where(k >= 0, others[np.maximum(k, 0)], -1)
+    has_prev = prev[cand] >= 0
+    low = lo[cand]
+    ok = (found >= 0) & (~has_prev | (end[np.maximum(found, 0)] >= low + (start[cand] - low) // 2))
+    for task, dep in zip(cand[ok].tolist(), found[ok].tolist(), strict=True):
+        table.add_data(task, dep)
 
 
 def _position(tids: np.ndarray) -> np.ndarray:

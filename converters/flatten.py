@@ -32,6 +32,16 @@ class Segments:
     #: segment index → enclosing Kineto rows, outermost first (only for `keep_chain` events).
     chain: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
+    def compact(self) -> Segments:
+        """The same segments with numpy columns (cheap to pickle)."""
+        return Segments(
+            np.asarray(self.ev, np.int64),  # type: ignore[arg-type]
+            np.asarray(self.start, np.int64),  # type: ignore[arg-type]
+            np.asarray(self.end, np.int64),  # type: ignore[arg-type]
+            np.asarray(self.head, bool),  # type: ignore[arg-type]
+            self.chain,
+        )
+
 
 def thread_order(trace: KinetoTrace, rows: np.ndarray) -> np.ndarray:
     """rows sorted by (ts, -dur, kind rank, external id), ties in file order."""

@@ -83,8 +83,8 @@ def _empty_i64() -> np.ndarray:
 class HostTrace:
     """A whole host ET as columns sorted by node id, and the process groups it declares.
 
-    `io_in` / `io_out` hold each node's inputs / outputs already encoded as a Chakra
-    `IOInfo` message (None when the node has none); `comm` the parsed
+    `io` holds each node's inputs and outputs already encoded as the `inputs` (8) and
+    `outputs` (9) fields of a Chakra `Node` (b"" when it has neither); `comm` the parsed
     `record_param_comms` arguments by row. `op(i)` gives one row as a `HostOp`.
     """
 
@@ -100,8 +100,7 @@ class HostTrace:
     tid: np.ndarray = field(default_factory=_empty_i64)
     seq_id: np.ndarray = field(default_factory=_empty_i64)
     fw_parent: np.ndarray = field(default_factory=_empty_i64)
-    io_in: list[bytes | None] = field(default_factory=list)
-    io_out: list[bytes | None] = field(default_factory=list)
+    io: list[bytes] = field(default_factory=list)
     comm: dict[int, CommArgs] = field(default_factory=dict)
     process_groups: list[dict[str, Any]] = field(default_factory=list)
 
@@ -111,9 +110,21 @@ class HostTrace:
     def name_of(self, i: int) -> str:
         return self.names[self.name[i]]
 
+    def io_of(self, i: int) -> tuple[IoJson | None, IoJson | None]:
+        """(inputs, outputs) of row i as JSON strings."""
+        node = pb.Node.FromString(self.io[int(i)])
+        return (
+            IoJson(node.inputs.values, node.inputs.shapes, node.inputs.types)
+            if node.HasField("inputs")
+            else None,
+            IoJson(node.outputs.values, node.outputs.shapes, node.outputs.types)
+            if node.HasField("outputs")
+            else None,
+        )
+
     def op(self, i: int) -> HostOp:
         i = int(i)
-        io_in, io_out = self.io_in[i], self.io_out[i]
+        io_in, io_out = self.io_of(i)
         return HostOp(
             int(self.id[i]),
             self.names[self.name[i]],
@@ -123,8 +134,8 @@ class HostTrace:
             int(self.seq_id[i]),
             int(self.fw_parent[i]),
             self.names[self.op_schema[i]],
-            io_json(io_in) if io_in is not None else None,
-            io_json(io_out) if io_out is not None else None,
+            io_in,
+            io_out,
             self.comm.get(i),
             i,
         )
@@ -141,12 +152,6 @@ class HostTrace:
         return {int(v): i for i, v in enumerate(self.id.tolist())}
 
 
-def io_json(payload: bytes) -> IoJson:
-    """An encoded IOInfo message back as its three JSON strings."""
-    info = pb.IOInfo.FromString(payload)
-    return IoJson(info.values, info.shapes, info.types)
-
-
 def is_host_et(meta: dict[str, Any]) -> bool:
     return "schema" in meta and "traceEvents" not in meta
 
@@ -160,13 +165,14 @@ def _enc_str(tag: bytes, text: bytes) -> bytes:
     return tag + (_VARINT[size] if size < 16384 else encode_varint(size)) + text
 
 
-def encode_io(values: Any, shapes: Any, types: Any) -> bytes:
-    """Chakra `IOInfo` bytes: the three lists as compact JSON strings."""
-    return (
+def encode_io(tag: bytes, values: Any, shapes: Any, types: Any) -> bytes:
+    """A Node `inputs` (tag b"B") or `outputs` (b"J") field: the lists as compact JSON."""
+    info = (
         _enc_str(b"\n", orjson.dumps(values))
         + _enc_str(b"\x12", orjson.dumps(shapes))
         + _enc_str(b"\x1a", orjson.dumps(types))
     )
+    return _enc_str(tag, info)
 
 
 _FLAT_IDS = itemgetter("id", "parent", "rf_id", "tid", "seq_id", "fw_parent")
@@ -185,8 +191,7 @@ class _Columns:
         self.nums: list[tuple[Any, ...]] = []
         self.name: list[int] = []
         self.op_schema: list[int] = []
-        self.io_in: list[bytes | None] = []
-        self.io_out: list[bytes | None] = []
+        self.io: list[bytes] = []
         self.comm: dict[int, CommArgs] = {}
         self.groups: tuple[int, Any] | None = None
 
@@ -218,8 +223,7 @@ class _Columns:
     def _add_flat(self, batch: list[Any]) -> None:
         """The 1.0.1 layout: every field at top level (the common, fast case)."""
         nums, name_l, schema_l = self.nums, self.name, self.op_schema
-        io_in, io_out, name_ids = self.io_in, self.io_out, self.name_ids
-        dumps, var = orjson.dumps, _VARINT
+        io, name_ids = self.io, self.name_ids
         for node in batch:
             self._last_bad = node
             try:
@@ -238,50 +242,8 @@ class _Columns:
             name_l.append(nid)
             op_schema = node.get("op_schema")
             schema_l.append(self._schema_id(op_schema) if op_schema else 0)
-            if ity:
-                v, sh, t = dumps(iv), dumps(ish), dumps(ity)
-                if len(v) < 16384 and len(sh) < 16384 and len(t) < 16384:
-                    io_in.append(
-                        b"".join(
-                            (
-                                b"\n",
-                                var[len(v)],
-                                v,
-                                b"\x12",
-                                var[len(sh)],
-                                sh,
-                                b"\x1a",
-                                var[len(t)],
-                                t,
-                            )
-                        )
-                    )
-                else:
-                    io_in.append(encode_io(iv, ish, ity))
-            else:
-                io_in.append(None)
-            if oty:
-                v, sh, t = dumps(ov), dumps(osh), dumps(oty)
-                if len(v) < 16384 and len(sh) < 16384 and len(t) < 16384:
-                    io_out.append(
-                        b"".join(
-                            (
-                                b"\n",
-                                var[len(v)],
-                                v,
-                                b"\x12",
-                                var[len(sh)],
-                                sh,
-                                b"\x1a",
-                                var[len(t)],
-                                t,
-                            )
-                        )
-                    )
-                else:
-                    io_out.append(encode_io(ov, osh, oty))
-            else:
-                io_out.append(None)
+            field = _io_field(b"B", iv, ish, ity) if ity else b""
+            io.append(field + _io_field(b"J", ov, osh, oty) if oty else field)
         self._last_bad = None
 
     def _schema_id(self, value: Any) -> int:
@@ -317,8 +279,8 @@ class _Columns:
         )
         self.name.append(nid)
         self.op_schema.append(self._schema_id(ids.get("op_schema", "")))
-        self.io_in.append(encode_io(*ins) if ins[2] else None)
-        self.io_out.append(encode_io(*outs) if outs[2] else None)
+        field = encode_io(b"B", *ins) if ins[2] else b""
+        self.io.append(field + encode_io(b"J", *outs) if outs[2] else field)
         if name == "record_param_comms":
             self.comm[row] = _comm_args(self.schema, ins, outs, attrs)
         elif name == PROCESS_GROUP_INIT and ins[2]:
@@ -334,16 +296,32 @@ class _Columns:
             setattr(trace, key, np.ascontiguousarray(nums[order, col]))
         trace.name = np.asarray(self.name, np.int32)[order]
         trace.op_schema = np.asarray(self.op_schema, np.int32)[order]
-        rows = order.tolist()
-        trace.io_in = [self.io_in[r] for r in rows]
-        trace.io_out = [self.io_out[r] for r in rows]
-        new_row = {old: new for new, old in enumerate(rows)}
-        trace.comm = {new_row[r]: args for r, args in self.comm.items()}
+        if np.array_equal(order, np.arange(len(order))):
+            trace.io, trace.comm = self.io, self.comm
+        else:
+            rows = order.tolist()
+            trace.io = [self.io[r] for r in rows]
+            new_row = {old: new for new, old in enumerate(rows)}
+            trace.comm = {new_row[r]: args for r, args in self.comm.items()}
         if self.groups is not None:
             trace.process_groups = _parse_groups(self.groups[1], self.path)
 
 
 _SPECIAL = frozenset({"record_param_comms", PROCESS_GROUP_INIT})
+_VARLEN = [len(encode_varint(i)) for i in range(1 << 14)]
+
+
+def _io_field(tag: bytes, values: Any, shapes: Any, types: Any) -> bytes:
+    """`encode_io` in one join (the common case of short lists)."""
+    dumps, var = orjson.dumps, _VARINT
+    v, sh, t = dumps(values), dumps(shapes), dumps(types)
+    lv, ls, lt = len(v), len(sh), len(t)
+    if lv >= 16384 or ls >= 16384 or lt >= 16384:
+        return encode_io(tag, values, shapes, types)
+    size = 3 + lv + ls + lt + _VARLEN[lv] + _VARLEN[ls] + _VARLEN[lt]
+    if size >= 16384:
+        return encode_io(tag, values, shapes, types)
+    return b"".join((tag, var[size], b"\n", var[lv], v, b"\x12", var[ls], sh, b"\x1a", var[lt], t))
 
 
 def _int_matrix(rows: list[tuple[Any, ...]]) -> np.ndarray:

@@ -168,9 +168,8 @@ def concat(fields: list[Field]) -> Ragged:
     runs: list[Ragged] = []
     pending: list[Mat] = []
     for field in fields:
-        if isinstance(field, Ragged) and len(field.lens):
-            if int(field.lens.max()) <= MAX_MAT_WIDTH:
-                field = ragged_to_mat(field)
+        if isinstance(field, Ragged) and len(field.lens) and int(field.lens.max()) <= MAX_MAT_WIDTH:
+            field = ragged_to_mat(field)
         if isinstance(field, Mat):
             pending.append(field)
             continue

@@ -73,19 +73,30 @@ def add_sync_edges(
     ev = table.ev[:n_cpu]
     runtime = np.flatnonzero((trace.kind[ev] == Kind.RUNTIME) & table.head[:n_cpu])
     runtime = runtime[np.argsort(table.start[runtime], kind="stable")]
-    launched_stream = {
-        int(table.data1[t]): int(table.stream[t]) for ops in index.ops.values() for t in ops
-    }
+    launched = np.full(n_cpu, -1, np.int64)  # stream each launch task launched on
+    for ops in index.ops.values():
+        launched[table.data1[ops]] = table.stream[ops]
     is_sync = np.array([n in _SYNC_NAMES for n in trace.names] or [False], bool)
-    last_stream: dict[int, int] = {}  # thread → stream it launched on last
-    for task in runtime.tolist():
-        stream = launched_stream.get(task)
-        if stream is not None:
-            last_stream[int(table.tid[task])] = stream
-            continue
-        name_id = trace.name[ev[task]]
-        if is_sync[name_id]:
-            _sync_task(trace, table, task, index, launch_of, sync_of, record_info, last_stream)
+    stream_at = launched[runtime]
+    syncs = np.flatnonzero((stream_at < 0) & is_sync[trace.name[ev[runtime]]])
+    before = _last_launch_stream(table.tid[runtime], stream_at)
+    for pos in syncs.tolist():
+        task = int(runtime[pos])
+        last = int(before[pos])
+        _sync_task(trace, table, task, index, launch_of, sync_of, record_info, last)
+
+
+def _last_launch_stream(tids: np.ndarray, stream_at: np.ndarray) -> np.ndarray:
+    """For each position: the stream of the latest launch before it on the same thread."""
+    out = np.full(len(tids), -1, np.int64)
+    for tid in np.unique(tids).tolist():
+        rows = np.flatnonzero(tids == tid)
+        streams = stream_at[rows]
+        has = np.where(streams >= 0, np.arange(len(rows)), -1)
+        latest = np.maximum.accumulate(has)
+        shifted = np.r_[-1, latest[:-1]]
+        out[rows] = np.where(shifted >= 0, streams[np.maximum(shifted, 0)], -1)
+    return out
 
 
 def _sync_task(
@@ -96,7 +107,7 @@ def _sync_task(
     launch_of: dict[int, int],
     sync_of: dict[int, int],
     record_info: dict[int, tuple[int, int]],
-    last_stream: dict[int, int],
+    last_stream: int,
 ) -> None:
     row = int(table.ev[task])
     name, corr = trace.name_of(row), int(trace.corr[row])
@@ -109,7 +120,7 @@ def _sync_task(
         waited = [index.last_before(s, start) for s in sorted(index.ops)]
         _wait(table, task, [w for w in waited if w is not None])
     elif name in STREAM_SYNC:
-        stream = int(args.get("stream", last_stream.get(int(table.tid[task]), -1)))
+        stream = int(args.get("stream", last_stream))
         attrs[cv.SYNC_KIND] = "stream"
         attrs[cv.SYNC_STREAM] = stream
         last = index.last_before(stream, start)

@@ -29,9 +29,22 @@ def register(group: click.Group) -> None:
         "--step", type=int, default=None, help="ProfilerStep number (default: last complete)."
     )
     @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+    @click.option(
+        "-j",
+        "--jobs",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        help="Ranks converted at once, in worker processes.",
+    )
     @handle_errors
     def convert_cmd(
-        inputs: tuple[str, ...], out_dir: str, prefix: str, step: int | None, as_json: bool
+        inputs: tuple[str, ...],
+        out_dir: str,
+        prefix: str,
+        step: int | None,
+        as_json: bool,
+        jobs: int,
     ) -> None:
         """Convert host ETs and Kineto traces (files, folders or tars) to <prefix>.<rank>.et."""
         from rich.progress import Progress
@@ -44,7 +57,9 @@ def register(group: click.Group) -> None:
                 lines.append(summary)
                 progress.update(task, advance=1, description=f"rank {summary.rank} done")
 
-            result = convert(list(inputs), Path(out_dir), prefix=prefix, step=step, on_rank=on_rank)
+            result = convert(
+                list(inputs), Path(out_dir), prefix=prefix, step=step, on_rank=on_rank, jobs=jobs
+            )
         if as_json:
             click.echo(json.dumps(result.to_json(), indent=2))
             return
