@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from lumos.hwconfigs.schema import CollectiveChoice, LinkSpec, SystemSpec
@@ -140,3 +141,16 @@ def make_pricer(system: SystemSpec, **overrides: Any) -> NcclPricer:
         else:
             raise ConfigError(f"unknown pricer override {key!r}")
     return NcclPricer(system, choice)
+
+
+def pricer_for_job(hw: str | Path, num_ranks: int) -> NcclPricer:
+    """The NCCL-like pricer of system `hw` (short name or YAML) sized for `num_ranks` GPUs.
+
+    The system gets at least as many nodes as the job needs at its GPUs per node.
+    Raises ConfigError if `hw` cannot be loaded.
+    """
+    from lumos.hwconfigs.load import load_system
+
+    system = load_system(str(hw))
+    nodes = max(system.num_nodes, -(-num_ranks // system.gpus_per_node))
+    return make_pricer(system, num_nodes=nodes)

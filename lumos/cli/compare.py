@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import click
 import orjson
 from rich.console import Console
@@ -19,12 +17,9 @@ def _pricer(hw: str | None, ranks: int) -> CollectivePricer | None:
     """The network pricer for collectives without a recorded time (only with --hw)."""
     if hw is None:
         return None
-    from lumos.hwconfigs.load import load_system
-    from lumos.simulator.network import make_pricer
+    from lumos.simulator.network import pricer_for_job
 
-    system = load_system(hw)
-    nodes = max(system.num_nodes, math.ceil(ranks / system.gpus_per_node))
-    return make_pricer(system, num_nodes=nodes)
+    return pricer_for_job(hw, ranks)
 
 
 @click.command("compare")

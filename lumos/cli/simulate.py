@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import click
@@ -28,12 +27,9 @@ def _pricer(
         return AstraPricer.from_files(system_json, network_yml)
     if hw is None:
         return None
-    from lumos.hwconfigs.load import load_system
-    from lumos.simulator.network import make_pricer
+    from lumos.simulator.network import pricer_for_job
 
-    system = load_system(hw)
-    nodes = max(system.num_nodes, math.ceil(ranks / system.gpus_per_node))
-    return make_pricer(system, num_nodes=nodes)
+    return pricer_for_job(hw, ranks)
 
 
 @click.command("simulate")
