@@ -133,7 +133,7 @@ def node_message(src: NodeSource, row: int) -> pb.Node:
     node.ctrl_deps.extend(ctrl)
     node.data_deps.extend(data)
     if host >= 0 and h is not None and t.head[task]:
-        node.MergeFromString(h.io[host])
+        node.MergeFromString(bytes(h.io[host]))
     return node
 
 
@@ -207,7 +207,6 @@ class _Tables:
             if h
             else []
         )
-        self.io = h.io if h else []
         self.has_attrs = np.zeros(len(t), bool)
         self.has_attrs[np.fromiter(t.attrs.keys(), np.int64, len(t.attrs))] = True
         self.deps = _dep_edges(t, self.ids)
@@ -295,7 +294,7 @@ def encode_nodes(src: NodeSource, tables: _Tables, lo: int, hi: int) -> bytes:
     dur_us = np.maximum(0, (dur + 500) // 1000)
     mid += [w.const(b"\x30", start_us > 0), w.varints(start_us, start_us > 0)]
     mid += [w.const(b"\x38", dur_us > 0), w.varints(dur_us, dur_us > 0)]
-    io = _io_rows(src, tables, task)
+    io = _io_rows(src, task)
     attrs = _attr_fields(src, tables, task, kind, start, dur)
     tail = _tail_rows(src, tables, task, kind)
     long_lens = [np.fromiter(map(len, items), np.int64, n) for items in (names, io, tail) if items]
@@ -311,14 +310,12 @@ def encode_nodes(src: NodeSource, tables: _Tables, lo: int, hi: int) -> bytes:
     return b"".join(itertools.chain.from_iterable(zip(*columns, strict=True)))
 
 
-def _io_rows(src: NodeSource, tables: _Tables, task: np.ndarray) -> list[bytes]:
+def _io_rows(src: NodeSource, task: np.ndarray) -> list[memoryview]:
     """Each task's inputs/outputs fields (its host op's, on its first segment)."""
     t = src.table
     if src.host is None:
         return []
-    host = np.where(t.head[task], t.host[task], -1).tolist()
-    io = tables.io
-    return [io[h] if h >= 0 else b"" for h in host]
+    return src.host.io.views(np.where(t.head[task], t.host[task], -1).tolist())
 
 
 def _tail_rows(src: NodeSource, tables: _Tables, task: np.ndarray, kind: np.ndarray) -> list[bytes]:

@@ -9,6 +9,7 @@ After all ranks, every process group's collective sequence is compared across ra
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import multiprocessing
 import os
@@ -203,6 +204,12 @@ def convert_rank(
         return _convert_rank(item, world, out_dir, prefix, step, parallel)
 
 
+def _trim() -> None:
+    """Give freed heap memory back to the OS (glibc), so later peaks start lower."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
 @contextlib.contextmanager
 def _gc_paused() -> Iterator[None]:
     """Millions of small containers, none cyclic: the cyclic GC would only rescan them."""
@@ -253,6 +260,7 @@ def _convert_rank(
         trace, window, segs = (
             pending.result() if pending is not None else _kineto_side(item.kineto, step)
         )
+        _trim()
         pgs = groups_from(host.process_groups if host else [], trace.distributed, world)
         groups = {k: v.ranks for k, v in pgs.items()}
         host_row = None
@@ -270,6 +278,7 @@ def _convert_rank(
         table, step_name = build_host_tasks(host, CommContext(item.rank, world, groups, host))
         step_start, step_ns, estimated = 0, None, True
     finalize(table, step_start)
+    _trim()
     path = out_dir / f"{prefix}.{item.rank}.et"
     meta = metadata(item.rank, world, groups, step_ns, sources, f"lumos {__version__}")
     write_et_file(path, meta, NodeSource(table, step_start, estimated, trace, host), split)

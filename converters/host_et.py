@@ -80,6 +80,34 @@ def _empty_i64() -> np.ndarray:
 
 
 @dataclass(slots=True)
+class ByteRows:
+    """One byte string per row, kept in a few big buffers (row i: blobs[part[i]][starts:ends])."""
+
+    blobs: list[bytes]
+    part: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, i: int) -> memoryview:
+        blob = self.blobs[int(self.part[i])]
+        return memoryview(blob)[int(self.starts[i]) : int(self.ends[i])]
+
+    def views(self, rows: list[int]) -> list[memoryview]:
+        """Rows' bytes (-1: empty), without copying."""
+        views = [memoryview(b) for b in self.blobs] or [memoryview(b"")]
+        part, starts, ends = self.part.tolist(), self.starts.tolist(), self.ends.tolist()
+        empty = views[0][:0]
+        return [views[part[r]][starts[r] : ends[r]] if r >= 0 else empty for r in rows]
+
+
+def _no_rows() -> ByteRows:
+    return ByteRows([], np.zeros(0, np.int32), _empty_i64(), _empty_i64())
+
+
+@dataclass(slots=True)
 class HostTrace:
     """A whole host ET as columns sorted by node id, and the process groups it declares.
 
@@ -100,7 +128,7 @@ class HostTrace:
     tid: np.ndarray = field(default_factory=_empty_i64)
     seq_id: np.ndarray = field(default_factory=_empty_i64)
     fw_parent: np.ndarray = field(default_factory=_empty_i64)
-    io: list[bytes] = field(default_factory=list)
+    io: ByteRows = field(default_factory=_no_rows)
     comm: dict[int, CommArgs] = field(default_factory=dict)
     process_groups: list[dict[str, Any]] = field(default_factory=list)
 
@@ -112,7 +140,7 @@ class HostTrace:
 
     def io_of(self, i: int) -> tuple[IoJson | None, IoJson | None]:
         """(inputs, outputs) of row i as JSON strings."""
-        node = pb.Node.FromString(self.io[int(i)])
+        node = pb.Node.FromString(bytes(self.io[int(i)]))
         return (
             IoJson(node.inputs.values, node.inputs.shapes, node.inputs.types)
             if node.HasField("inputs")
@@ -191,9 +219,13 @@ class _Columns:
         self.nums: list[tuple[Any, ...]] = []
         self.name: list[int] = []
         self.op_schema: list[int] = []
-        self.io: list[bytes] = []
+        self.io: list[bytes] = []  # this batch's
+        self.io_parts: list[bytes] = []
+        self.io_lens: list[np.ndarray] = []
         self.comm: dict[int, CommArgs] = {}
         self.groups: tuple[int, Any] | None = None
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.row0 = 0
 
     def _nid(self, name: str) -> int:
         nid = self.name_ids.get(name)
@@ -203,6 +235,27 @@ class _Columns:
         return nid
 
     def add_batch(self, batch: list[Any]) -> None:
+        self._add_batch(batch)
+        self._freeze_batch()
+
+    def _freeze_batch(self) -> None:
+        """Turn this batch's Python ints into arrays, so their memory is reused."""
+        if self.nums:
+            self.parts.append(
+                (
+                    _int_matrix(self.nums),
+                    np.asarray(self.name, np.int32),
+                    np.asarray(self.op_schema, np.int32),
+                )
+            )
+            self.row0 += len(self.nums)
+            self.nums, self.name, self.op_schema = [], [], []
+        if self.io:
+            self.io_lens.append(np.fromiter(map(len, self.io), np.int64, len(self.io)))
+            self.io_parts.append(b"".join(self.io))
+            self.io = []
+
+    def _add_batch(self, batch: list[Any]) -> None:
         node: Any = None
         try:
             if self.schema.layout is Layout.FLAT:
@@ -266,7 +319,7 @@ class _Columns:
             i, o = node.get("inputs") or {}, node.get("outputs") or {}
             ins = (i.get("values", []), i.get("shapes", []), i.get("types", []))
             outs = (o.get("values", []), o.get("shapes", []), o.get("types", []))
-        row = len(self.nums)
+        row = self.row0 + len(self.nums)
         self.nums.append(
             (
                 node["id"],
@@ -289,19 +342,32 @@ class _Columns:
                 self.groups = (node_id, ins[0])
 
     def finish(self, trace: HostTrace) -> None:
-        nums = _int_matrix(self.nums)
+        self._freeze_batch()
+        parts = self.parts or [
+            (
+                np.zeros((0, len(_INT_FIELDS)), np.int64),
+                np.zeros(0, np.int32),
+                np.zeros(0, np.int32),
+            )
+        ]
+        nums = np.concatenate([p[0] for p in parts])
         order = np.argsort(nums[:, 0], kind="stable")
         trace.names = self.names
         for col, key in enumerate(_INT_FIELDS):
             setattr(trace, key, np.ascontiguousarray(nums[order, col]))
-        trace.name = np.asarray(self.name, np.int32)[order]
-        trace.op_schema = np.asarray(self.op_schema, np.int32)[order]
+        trace.name = np.concatenate([p[1] for p in parts])[order]
+        trace.op_schema = np.concatenate([p[2] for p in parts])[order]
+        part = np.concatenate(
+            [np.full(len(lens), i, np.int32) for i, lens in enumerate(self.io_lens)]
+            or [np.zeros(0, np.int32)]
+        )
+        ends = np.concatenate([np.cumsum(lens) for lens in self.io_lens] or [_empty_i64()])
+        starts = ends - np.concatenate(self.io_lens or [_empty_i64()])
+        trace.io = ByteRows(self.io_parts, part[order], starts[order], ends[order])
         if np.array_equal(order, np.arange(len(order))):
-            trace.io, trace.comm = self.io, self.comm
+            trace.comm = self.comm
         else:
-            rows = order.tolist()
-            trace.io = [self.io[r] for r in rows]
-            new_row = {old: new for new, old in enumerate(rows)}
+            new_row = {old: new for new, old in enumerate(order.tolist())}
             trace.comm = {new_row[r]: args for r, args in self.comm.items()}
         if self.groups is not None:
             trace.process_groups = _parse_groups(self.groups[1], self.path)
@@ -358,7 +424,7 @@ def load_host_et(source: TraceFile) -> HostTrace:
     return trace
 
 
-def _tensor_nelems(values: Any, types: Any) -> tuple[int, int]:
+def tensor_nelems(values: Any, types: Any) -> tuple[int, int]:
     """(elements, bytes per element) of the first tensor (or tensor list) in values."""
     for value, typ in zip(values, types, strict=False):
         if not isinstance(typ, str) or "Tensor" not in typ:
@@ -377,8 +443,8 @@ def _comm_args(
     schema: HostEtSchema, ins: tuple[Any, ...], outs: tuple[Any, ...], attrs: dict[str, Any]
 ) -> CommArgs:
     values, _, types = ins
-    in_n, elem = _tensor_nelems(values, types)
-    out_n, out_elem = _tensor_nelems(outs[0], outs[2])
+    in_n, elem = tensor_nelems(values, types)
+    out_n, out_elem = tensor_nelems(outs[0], outs[2])
     if schema.comm_attrs and "collective_name" in attrs:
         a = {k: attrs.get(k) for k in COMM_ATTRS}
         size = int(a["pg_size"] or 0)

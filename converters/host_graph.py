@@ -3,19 +3,24 @@
 Each thread's leaf ops (in `rf_id` order, i.e. start order) become a chain of CPU tasks
 marked `dur_estimated`, so the simulator's cost model prices them. `nccl:*` ops become
 COMM tasks on the rank's comm processor, fed by the op before them on the thread;
-`gloo:*` ops stay on their thread. The step is the last `ProfilerStep#N` subtree's
+`gloo:*` ops stay on their thread. A send/recv takes its peer and tag from the enclosing
+`c10d::send` / `c10d::recv_` op (its last two Int inputs: group rank, tag), so host-only
+pairs match across ranks; a comm op without `record_param_comms` takes its size from its
+own first tensor. The step is the last `ProfilerStep#N` subtree's
 `rf_id` range when there is one, else the whole trace.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import orjson
 from lumos.converters import conventions as cv
 from lumos.converters.comm import RECV, SEND, kind_of
-from lumos.converters.comm_tasks import CommContext
-from lumos.converters.host_et import CommArgs, HostTrace
+from lumos.converters.comm_tasks import P2P_OPS, CommContext
+from lumos.converters.host_et import CommArgs, HostTrace, tensor_nelems
 from lumos.converters.host_et_schema import PROCESS_GROUP_INIT, ROOT_NAMES
 from lumos.converters.steps import STEP_PREFIX
 from lumos.converters.tasks import TaskKind, TaskTable
@@ -66,7 +71,8 @@ def build_host_tasks(host: HostTrace, ctx: CommContext) -> tuple[TaskTable, str]
         if nccl or flags["gloo"][host.name[row]]:
             parent = row_of_id.get(int(host.parent[row]))
             args = host.comm.get(parent) if parent is not None else None
-            kind, attrs[task] = _comm(host.name_of(row), args, ctx, seq)
+            p2p = _P2pInfo.of(host, row, row_of_id)
+            kind, attrs[task] = _comm(host.name_of(row), args, p2p, ctx, seq)
         cols["kind"].append(kind)
         cols["name"].append(int(host.name[row]))
         cols["tid"].append(-1 if nccl else tid)
@@ -80,17 +86,56 @@ def build_host_tasks(host: HostTrace, ctx: CommContext) -> tuple[TaskTable, str]
     return table, step_name
 
 
+@dataclass(frozen=True, slots=True)
+class _P2pInfo:
+    """What the ops around a host-only comm op say: peer (group rank), tag, bytes."""
+
+    peer: int
+    tag: int
+    size: int
+
+    @staticmethod
+    def of(host: HostTrace, row: int, row_of_id: dict[int, int]) -> _P2pInfo:
+        """Peer and tag from the enclosing c10d::send / recv_ op's Int inputs (…, peer,
+        tag); size from the op's own first tensor."""
+        size = _input_bytes(host, row)
+        at: int | None = row
+        for _ in range(4):
+            if at is None:
+                break
+            if host.name_of(at) in P2P_OPS:
+                inputs = host.io_of(at)[0]
+                if inputs is not None:
+                    values, types = orjson.loads(inputs.values), orjson.loads(inputs.types)
+                    ints = [v for v, t in zip(values, types, strict=False) if t == "Int"]
+                    if len(ints) >= 2:
+                        return _P2pInfo(int(ints[-2]), int(ints[-1]), size)
+                break
+            at = row_of_id.get(int(host.parent[at]))
+        return _P2pInfo(-1, 0, size)
+
+
+def _input_bytes(host: HostTrace, row: int) -> int:
+    inputs = host.io_of(row)[0]
+    if inputs is None:
+        return 0
+    count, elem = tensor_nelems(orjson.loads(inputs.values), orjson.loads(inputs.types))
+    return count * elem
+
+
 def _comm(
-    name: str, args: CommArgs | None, ctx: CommContext, seq: dict[str, int]
+    name: str, args: CommArgs | None, p2p: _P2pInfo, ctx: CommContext, seq: dict[str, int]
 ) -> tuple[TaskKind, dict[str, Any]]:
     kind = kind_of(args.collective) if args is not None else None
     kind = kind if kind is not None else kind_of(name)
     pg = (args.pg_name if args else "") or "0"
     ranks = ctx.groups.get(pg) or (args.pg_ranks if args else ()) or tuple(range(ctx.world_size))
-    size = args.in_nelems * args.elem_bytes if args else 0
+    size = args.in_nelems * args.elem_bytes if args else p2p.size
     attrs: dict[str, Any] = {"comm_size": size, "pg_name": pg}
     if kind in (SEND, RECV):
-        attrs["comm_src"], attrs["comm_dst"], attrs["comm_tag"] = ctx.rank, ctx.rank, 0
+        peer = ranks[p2p.peer] if 0 <= p2p.peer < len(ranks) else ctx.rank
+        src, dst = (ctx.rank, peer) if kind == SEND else (peer, ctx.rank)
+        attrs["comm_src"], attrs["comm_dst"], attrs["comm_tag"] = src, dst, p2p.tag
         return (TaskKind.SEND if kind == SEND else TaskKind.RECV), attrs
     attrs["comm_type"] = int(kind) if isinstance(kind, int) else 0
     attrs[cv.PG_RANKS] = list(ranks)

@@ -27,7 +27,7 @@ import orjson
 
 from lumos.errors import TraceFormatError
 
-CHUNK_BYTES = 8 << 20
+CHUNK_BYTES = 2 << 20
 GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -200,7 +200,7 @@ def _find_cut(buf: bytes, lead: bytes) -> tuple[list[Any], bytes] | None:
 def _boundary_iter(buf: bytes, end: int, lead: bytes) -> Iterator[int]:
     """Positions of `}` that close an element, searching backwards from `end`."""
     pattern = re.compile(rb"\}\s*,\s*\{\s*" + re.escape(lead)) if lead else _ANY_BOUNDARY
-    start = max(0, end - (1 << 20))
+    start = max(0, end - (256 << 10))
     while True:
         found = [m.start() for m in pattern.finditer(buf, start, end)]
         if found:
@@ -208,7 +208,7 @@ def _boundary_iter(buf: bytes, end: int, lead: bytes) -> Iterator[int]:
             return
         if start == 0:
             return
-        end, start = start + 256, max(0, start - (1 << 20))
+        end, start = start + 256, max(0, start - (256 << 10))
 
 
 _ANY_BOUNDARY = re.compile(rb"\}\s*,\s*\{")

@@ -4,8 +4,10 @@ Takes DLRM rank 0 (host ET schema 1.0.1 + its Kineto trace, from ../shared/fixtu
 repeats its iteration `copies` times one after another inside one ProfilerStep: host
 nodes get new ids / rf_ids, Kineto events (all of them: ops, runtime calls, kernels, flow
 and instant events) new timestamps, correlations and external ids. Each scale's pair is
-written to a temp folder, then converted in a fresh subprocess that reports wall time
-and peak RSS (its own plus any child's). As a yardstick another subprocess times plain
+written to a temp folder, then converted in a fresh subprocess that reports wall time.
+Memory: `peak MB` is the highest total PSS of that process and its workers, sampled
+every 20 ms (shared pages counted once); `rss MB` the sum of the process's and its
+largest worker's peak RSS (an upper bound that counts pages shared after a fork twice). As a yardstick another subprocess times plain
 `orjson.loads` of both whole files (the JSON parse alone, GC off), printed as `parse s`
 and as the ratio `x parse` = convert / parse.
 
@@ -23,6 +25,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -140,19 +143,44 @@ print(json.dumps({"wall_s": wall, "nodes": s.nodes, "linked": s.link.linked,
 """
 
 
+def _tree_pss_mb(pid: int) -> float:
+    """Proportional set size of a process and its descendants (shared pages split fairly)."""
+    total = 0.0
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) / 1024
+                    break
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return total
+
+
 def run_child(inp: Path, out: Path, code: str | None) -> dict[str, Any]:
+    """Convert in a fresh process; samples the process tree's PSS every 20 ms meanwhile."""
     env = dict(os.environ)
     if code:
         env["BENCH_CODE"] = code
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(inp), str(out)],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(inp), str(out)], stdout=log, stderr=log, env=env
+        )
+        peak = 0.0
+        while proc.poll() is None:
+            peak = max(peak, _tree_pss_mb(proc.pid))
+            time.sleep(0.02)
+        log.seek(0)
+        text = log.read()
     if proc.returncode:
-        raise SystemExit(proc.stderr)
-    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+        raise SystemExit(text)
+    result = dict(json.loads(text.strip().splitlines()[-1]))
+    result["pss_mb"] = peak
+    return result
 
 
 def parse_time(inp: Path) -> float:
@@ -179,7 +207,7 @@ def main() -> None:
     print(
         f"{'scale':>5} {'host nodes':>10} {'kineto ev':>10} {'(X ev)':>9} {'JSON MB':>8} "
         f"{'out nodes':>10} {'link %':>7} {'parse s':>8} {'wall s':>7} {'x parse':>8} "
-        f"{'peak MB':>8} {'nodes/s':>9}",
+        f"{'peak MB':>8} {'rss MB':>7} {'nodes/s':>9}",
         flush=True,
     )
     for scale in args.scales:
@@ -195,7 +223,8 @@ def main() -> None:
                 f"{scale:>5} {n_host:>10} {n_ev:>10} {n_x:>9} {size:>8.0f} {r['nodes']:>10} "
                 f"{100 * r['linked'] / r['host_ops']:>7.2f} {r['parse_s']:>8.2f} "
                 f"{r['wall_s']:>7.2f} {r['wall_s'] / r['parse_s']:>8.2f} "
-                f"{max(x['maxrss_mb'] for x in runs):>8.0f} {r['nodes'] / r['wall_s']:>9.0f}",
+                f"{max(x['pss_mb'] for x in runs):>8.0f} {max(x['maxrss_mb'] for x in runs):>7.0f} "
+                f"{r['nodes'] / r['wall_s']:>9.0f}",
                 flush=True,
             )
 
