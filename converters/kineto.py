@@ -191,7 +191,11 @@ class _Columns:
         self.count = 0
 
     def add_batch(self, batch: list[Any]) -> None:
-        kinds, nids, cids, ts, dur, pid, tid, ext, rf, corr = ([] for _ in range(10))
+        kinds: list[int] = []
+        nids: list[int] = []
+        cids: list[int] = []
+        columns: list[list[Any]] = [[] for _ in range(7)]
+        ts, dur, pid, tid, ext, rf, corr = columns
         cat_kind = CATEGORIES.get
         name_ids, cat_ids, keep, args_out = self.name_ids, self.cat_ids, self.keep, self.args
         empty: dict[str, Any] = {}
@@ -236,7 +240,7 @@ class _Columns:
         if not kinds:
             return
         self.count = row
-        part = {
+        part: dict[str, np.ndarray] = {
             "kind": np.asarray(kinds, np.int8),
             "name": np.asarray(nids, np.int32),
             "cat": np.asarray(cids, np.int16),
