@@ -315,7 +315,7 @@ def _io_rows(src: NodeSource, task: np.ndarray) -> list[memoryview]:
     t = src.table
     if src.host is None:
         return []
-    return src.host.io.views(np.where(t.head[task], t.host[task], -1).tolist())
+    return src.host.io.views(np.where(t.head[task], t.host[task], -1))
 
 
 def _tail_rows(src: NodeSource, tables: _Tables, task: np.ndarray, kind: np.ndarray) -> list[bytes]:

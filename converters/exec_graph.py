@@ -36,10 +36,15 @@ def cpu_segments(trace: KinetoTrace, window: StepWindow) -> Segments:
     pick = on_cpu & (trace.pid == window.pid) & (ts >= window.start) & (ts < window.end)
     rows = np.flatnonzero(pick & ~is_step)
     gloo = _name_flags(trace, is_gloo_op)
+    gpu = kind == Kind.GPU
+    comm_corr = trace.corr[gpu][_name_flags(trace, is_comm_kernel)[trace.name[gpu]]]
+    keep_chain = gloo[trace.name] | (
+        (kind == Kind.RUNTIME) & np.isin(trace.corr, comm_corr[comm_corr >= 0])
+    )
     segs = Segments()
     tids = trace.tid[rows]
     for tid in np.unique(tids).tolist():
-        flatten_thread(trace, thread_order(trace, rows[tids == tid]), gloo, gloo, segs)
+        flatten_thread(trace, thread_order(trace, rows[tids == tid]), gloo, keep_chain, segs)
     return segs
 
 

@@ -5,8 +5,8 @@ its self time is split around its children (`P[0,10) C[10,30) P[30,50) D[50,60) 
 Every leaf becomes exactly one segment (even of zero length: it may launch GPU work or
 carry shapes); a parent's segments are kept only where they have length. Atomic events
 (gloo collectives) keep whatever is nested in them out of the graph. Segments of the
-events in `keep_chain` (runtime calls, atomic ops) also get the chain of events enclosing
-them, so a kernel's CPU parent is the innermost op around its launch. One pass with a
+events in `keep_chain` (gloo ops, launches of NCCL kernels) also get the chain of events
+enclosing them, so a kernel's CPU parent is the innermost op around its launch. One pass with a
 stack over plain integer lists.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from lumos.converters.kineto import Kind, KinetoTrace
+from lumos.converters.kineto import KinetoTrace
 
 #: tie order of events starting together: ops and annotations, then runtime calls.
 KIND_RANK = np.array([0, 0, 1, 2, 2], np.int64)
@@ -63,14 +63,14 @@ def flatten_thread(
 ) -> None:
     """Append the segments of one thread's events (`rows` in `thread_order`) to `out`.
 
-    `atomic` and `keep_chain` are per-name-id flags.
+    `atomic` is a per-name-id flag, `keep_chain` a per-row one.
     """
     names = trace.name[rows]
     row_l = rows.tolist()
     ts_l = trace.ts[rows].tolist()
     end_l = (trace.ts[rows] + trace.dur[rows]).tolist()
     atom_l = atomic[names].tolist()
-    keep_l = (keep_chain[names] | (trace.kind[rows] == Kind.RUNTIME)).tolist()
+    keep_l = keep_chain[rows].tolist()
     o_ev, o_start, o_end, o_head, chain = out.ev, out.start, out.end, out.head, out.chain
     st_k: list[int] = []
     st_end: list[int] = []

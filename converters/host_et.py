@@ -95,12 +95,15 @@ class ByteRows:
         blob = self.blobs[int(self.part[i])]
         return memoryview(blob)[int(self.starts[i]) : int(self.ends[i])]
 
-    def views(self, rows: list[int]) -> list[memoryview]:
+    def views(self, rows: np.ndarray) -> list[memoryview]:
         """Rows' bytes (-1: empty), without copying."""
         views = [memoryview(b) for b in self.blobs] or [memoryview(b"")]
-        part, starts, ends = self.part.tolist(), self.starts.tolist(), self.ends.tolist()
-        empty = views[0][:0]
-        return [views[part[r]][starts[r] : ends[r]] if r >= 0 else empty for r in rows]
+        safe = np.maximum(rows, 0)
+        empty = rows < 0
+        part = np.where(empty, 0, self.part[safe]).tolist()
+        starts = np.where(empty, 0, self.starts[safe]).tolist()
+        ends = np.where(empty, 0, self.ends[safe]).tolist()
+        return [views[p][a:b] for p, a, b in zip(part, starts, ends, strict=True)]
 
 
 def _no_rows() -> ByteRows:

@@ -177,78 +177,97 @@ def _keep_args_by_name(kind: int, name: str) -> bool:
     return name.startswith(("nccl:", "gloo:", "record_param_comms", "c10d::"))
 
 
+def _row_matrix(rows: list[tuple[Any, ...]]) -> np.ndarray:
+    """(kind, name, cat, pid, tid, ext, rf, corr) tuples → int64 matrix (bad values: -1)."""
+    try:
+        return np.asarray(rows, dtype=np.int64).reshape(len(rows), 8)
+    except (TypeError, ValueError, OverflowError):
+        return np.stack([int_array(list(col)) for col in zip(*rows, strict=True)], axis=1)
+
+
 class _Columns:
     """Accumulates kept events batch by batch; each batch becomes numpy arrays."""
 
     def __init__(self) -> None:
         self.name_ids: dict[str, int] = {}
         self.names: list[str] = []
-        self.cat_ids: dict[str, int] = {}
+        self.cat_info: dict[Any, tuple[int, int] | None] = {}
         self.cats: list[str] = []
-        self.keep: dict[tuple[int, int], bool] = {}
+        self.keep: dict[int, bool] = {}
         self.parts: list[dict[str, np.ndarray]] = []
         self.args: dict[int, dict[str, Any]] = {}
         self.count = 0
 
+    def _cat(self, cat: Any) -> tuple[int, int] | None:
+        kind = CATEGORIES.get(cat) if isinstance(cat, str) else None
+        if kind is None:
+            self.cat_info[cat] = None
+            return None
+        self.cat_info[cat] = info = (int(kind), len(self.cats))
+        self.cats.append(_intern(cat))
+        return info
+
     def add_batch(self, batch: list[Any]) -> None:
-        kinds: list[int] = []
-        nids: list[int] = []
-        cids: list[int] = []
-        columns: list[list[Any]] = [[] for _ in range(7)]
-        ts, dur, pid, tid, ext, rf, corr = columns
-        cat_kind = CATEGORIES.get
-        name_ids, cat_ids, keep, args_out = self.name_ids, self.cat_ids, self.keep, self.args
+        rows: list[tuple[Any, ...]] = []
+        ts: list[Any] = []
+        dur: list[Any] = []
+        name_ids, cat_info, keep, args_out = self.name_ids, self.cat_info, self.keep, self.args
         empty: dict[str, Any] = {}
         row = self.count
+        gpu = int(Kind.GPU)
         for raw in batch:
             if type(raw) is not dict or raw.get("ph") != "X":
                 continue
             cat = raw.get("cat", "")
-            kind = cat_kind(cat)
-            if kind is None:
+            info = cat_info.get(cat, 0)
+            if info == 0:
+                info = self._cat(cat)
+            if info is None:
                 continue
+            kind, cid = info
             args = raw.get("args") or empty
             name = raw.get("name", "")
             nid = name_ids.get(name)
             if nid is None:
                 nid = name_ids[name] = len(self.names)
                 self.names.append(_intern(name))
-            cid = cat_ids.get(cat)
-            if cid is None:
-                cid = cat_ids[cat] = len(self.cats)
-                self.cats.append(_intern(cat))
             t = raw.get("tid", 0)
-            if kind >= Kind.GPU:
+            if kind >= gpu:
                 t = args.get(ARG_STREAM, t)
-            kinds.append(kind)
-            nids.append(nid)
-            cids.append(cid)
+            rows.append(
+                (
+                    kind,
+                    nid,
+                    cid,
+                    raw.get("pid", 0),
+                    t,
+                    args.get(ARG_EXTERNAL, -1),
+                    args.get(ARG_RF_ID, -1),
+                    args.get(ARG_CORRELATION, -1),
+                )
+            )
             ts.append(raw.get("ts", 0))
             dur.append(raw.get("dur", 0))
-            pid.append(raw.get("pid", 0))
-            tid.append(t)
-            ext.append(args.get(ARG_EXTERNAL, -1))
-            rf.append(args.get(ARG_RF_ID, -1))
-            corr.append(args.get(ARG_CORRELATION, -1))
-            key = (kind, nid)
+            key = nid * 8 + kind
             kept = keep.get(key)
             if kept is None:
                 kept = keep[key] = _keep_args_by_name(kind, name)
-            if kept or (kind == Kind.GPU and "Collective name" in args):
+            if kept or (kind == gpu and "Collective name" in args):
                 args_out[row] = args
             row += 1
-        if not kinds:
+        if not rows:
             return
         self.count = row
+        ints = _row_matrix(rows)
         part: dict[str, np.ndarray] = {
-            "kind": np.asarray(kinds, np.int8),
-            "name": np.asarray(nids, np.int32),
-            "cat": np.asarray(cids, np.int16),
+            "kind": ints[:, 0].astype(np.int8),
+            "name": ints[:, 1].astype(np.int32),
+            "cat": ints[:, 2].astype(np.int16),
             "ts": ns_array(ts),
             "dur": ns_array(dur),
         }
-        for key_name, values in zip(_INT_COLUMNS, (pid, tid, ext, rf, corr), strict=True):
-            part[key_name] = int_array(values)
+        for col, key_name in enumerate(_INT_COLUMNS, start=3):
+            part[key_name] = np.ascontiguousarray(ints[:, col])
         self.parts.append(part)
 
     def finish(self, trace: KinetoTrace) -> None:
