@@ -16,22 +16,22 @@ from operator import itemgetter
 from typing import Any
 
 import numpy as np
-import orjson
+from lumos.converters.host_et_comm import CommArgs, comm_args, parse_groups, tensor_nelems
 from lumos.converters.host_et_schema import (
-    COMM_ATTRS,
     PROCESS_GROUP_INIT,
     HostEtSchema,
     Layout,
     schema_for,
 )
+from lumos.converters.host_io import ByteRows, encode_io, io_field, no_rows
 from lumos.converters.json_stream import TraceFile, read_array_document
 from lumos.converters.kineto import int_array
-from lumos.converters.varint import encode_varint
 from lumos.proto import pb
 
 from lumos.errors import TraceFormatError
 
 _intern = sys.intern
+__all__ = ["ByteRows", "CommArgs", "HostOp", "HostTrace", "IoJson", "load_host_et", "tensor_nelems"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,20 +41,6 @@ class IoJson:
     values: str
     shapes: str
     types: str
-
-
-@dataclass(frozen=True, slots=True)
-class CommArgs:
-    """What `record_param_comms` says about one collective or point-to-point op."""
-
-    collective: str  # "allreduce", "all_gather", "send", "wait", ...
-    pg_name: str
-    pg_desc: str
-    in_nelems: int
-    out_nelems: int
-    elem_bytes: int
-    pg_ranks: tuple[int, ...]  # empty = unknown or all ranks
-    dtype: str
 
 
 @dataclass(slots=True)
@@ -80,37 +66,6 @@ def _empty_i64() -> np.ndarray:
 
 
 @dataclass(slots=True)
-class ByteRows:
-    """One byte string per row, kept in a few big buffers (row i: blobs[part[i]][starts:ends])."""
-
-    blobs: list[bytes]
-    part: np.ndarray
-    starts: np.ndarray
-    ends: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.starts)
-
-    def __getitem__(self, i: int) -> memoryview:
-        blob = self.blobs[int(self.part[i])]
-        return memoryview(blob)[int(self.starts[i]) : int(self.ends[i])]
-
-    def views(self, rows: np.ndarray) -> list[memoryview]:
-        """Rows' bytes (-1: empty), without copying."""
-        views = [memoryview(b) for b in self.blobs] or [memoryview(b"")]
-        safe = np.maximum(rows, 0)
-        empty = rows < 0
-        part = np.where(empty, 0, self.part[safe]).tolist()
-        starts = np.where(empty, 0, self.starts[safe]).tolist()
-        ends = np.where(empty, 0, self.ends[safe]).tolist()
-        return [views[p][a:b] for p, a, b in zip(part, starts, ends, strict=True)]
-
-
-def _no_rows() -> ByteRows:
-    return ByteRows([], np.zeros(0, np.int32), _empty_i64(), _empty_i64())
-
-
-@dataclass(slots=True)
 class HostTrace:
     """A whole host ET as columns sorted by node id, and the process groups it declares.
 
@@ -131,7 +86,7 @@ class HostTrace:
     tid: np.ndarray = field(default_factory=_empty_i64)
     seq_id: np.ndarray = field(default_factory=_empty_i64)
     fw_parent: np.ndarray = field(default_factory=_empty_i64)
-    io: ByteRows = field(default_factory=_no_rows)
+    io: ByteRows = field(default_factory=no_rows)
     comm: dict[int, CommArgs] = field(default_factory=dict)
     process_groups: list[dict[str, Any]] = field(default_factory=list)
 
@@ -188,24 +143,6 @@ def is_host_et(meta: dict[str, Any]) -> bool:
 
 
 _INT_FIELDS = ("id", "parent", "rf_id", "tid", "seq_id", "fw_parent")
-_VARINT = [encode_varint(i) for i in range(1 << 14)]
-
-
-def _enc_str(tag: bytes, text: bytes) -> bytes:
-    size = len(text)
-    return tag + (_VARINT[size] if size < 16384 else encode_varint(size)) + text
-
-
-def encode_io(tag: bytes, values: Any, shapes: Any, types: Any) -> bytes:
-    """A Node `inputs` (tag b"B") or `outputs` (b"J") field: the lists as compact JSON."""
-    info = (
-        _enc_str(b"\n", orjson.dumps(values))
-        + _enc_str(b"\x12", orjson.dumps(shapes))
-        + _enc_str(b"\x1a", orjson.dumps(types))
-    )
-    return _enc_str(tag, info)
-
-
 _FLAT_IDS = itemgetter("id", "parent", "rf_id", "tid", "seq_id", "fw_parent")
 _FLAT_REST = itemgetter(
     "name", "inputs", "input_shapes", "input_types", "outputs", "output_shapes", "output_types"
@@ -298,8 +235,8 @@ class _Columns:
             name_l.append(nid)
             op_schema = node.get("op_schema")
             schema_l.append(self._schema_id(op_schema) if op_schema else 0)
-            field = _io_field(b"B", iv, ish, ity) if ity else b""
-            io.append(field + _io_field(b"J", ov, osh, oty) if oty else field)
+            field = io_field(b"B", iv, ish, ity) if ity else b""
+            io.append(field + io_field(b"J", ov, osh, oty) if oty else field)
         self._last_bad = None
 
     def _schema_id(self, value: Any) -> int:
@@ -338,7 +275,7 @@ class _Columns:
         field = encode_io(b"B", *ins) if ins[2] else b""
         self.io.append(field + encode_io(b"J", *outs) if outs[2] else field)
         if name == "record_param_comms":
-            self.comm[row] = _comm_args(self.schema, ins, outs, attrs)
+            self.comm[row] = comm_args(self.schema, ins, outs, attrs)
         elif name == PROCESS_GROUP_INIT and ins[2]:
             node_id = int(node["id"])
             if self.groups is None or node_id >= self.groups[0]:
@@ -373,24 +310,10 @@ class _Columns:
             new_row = {old: new for new, old in enumerate(order.tolist())}
             trace.comm = {new_row[r]: args for r, args in self.comm.items()}
         if self.groups is not None:
-            trace.process_groups = _parse_groups(self.groups[1], self.path)
+            trace.process_groups = parse_groups(self.groups[1], self.path)
 
 
 _SPECIAL = frozenset({"record_param_comms", PROCESS_GROUP_INIT})
-_VARLEN = [len(encode_varint(i)) for i in range(1 << 14)]
-
-
-def _io_field(tag: bytes, values: Any, shapes: Any, types: Any) -> bytes:
-    """`encode_io` in one join (the common case of short lists)."""
-    dumps, var = orjson.dumps, _VARINT
-    v, sh, t = dumps(values), dumps(shapes), dumps(types)
-    lv, ls, lt = len(v), len(sh), len(t)
-    if lv >= 16384 or ls >= 16384 or lt >= 16384:
-        return encode_io(tag, values, shapes, types)
-    size = 3 + lv + ls + lt + _VARLEN[lv] + _VARLEN[ls] + _VARLEN[lt]
-    if size >= 16384:
-        return encode_io(tag, values, shapes, types)
-    return b"".join((tag, var[size], b"\n", var[lv], v, b"\x12", var[ls], sh, b"\x1a", var[lt], t))
 
 
 def _int_matrix(rows: list[tuple[Any, ...]]) -> np.ndarray:
@@ -425,75 +348,3 @@ def load_host_et(source: TraceFile) -> HostTrace:
     trace = HostTrace(source.path, columns.schema, int(meta.get("pid", 0)))
     columns.finish(trace)
     return trace
-
-
-def tensor_nelems(values: Any, types: Any) -> tuple[int, int]:
-    """(elements, bytes per element) of the first tensor (or tensor list) in values."""
-    for value, typ in zip(values, types, strict=False):
-        if not isinstance(typ, str) or "Tensor" not in typ:
-            continue
-        tensors = value if typ.startswith("GenericList") else [value]
-        total, elem = 0, 0
-        for t in tensors:
-            if isinstance(t, list) and len(t) >= 5:
-                total += int(t[3])
-                elem = int(t[4])
-        return total, elem
-    return 0, 0
-
-
-def _comm_args(
-    schema: HostEtSchema, ins: tuple[Any, ...], outs: tuple[Any, ...], attrs: dict[str, Any]
-) -> CommArgs:
-    values, _, types = ins
-    in_n, elem = tensor_nelems(values, types)
-    out_n, out_elem = tensor_nelems(outs[0], outs[2])
-    if schema.comm_attrs and "collective_name" in attrs:
-        a = {k: attrs.get(k) for k in COMM_ATTRS}
-        size = int(a["pg_size"] or 0)
-        start, stride = a["global_rank_start"], a["global_rank_stride"]
-        ranks: tuple[int, ...] = (
-            tuple(int(start) + int(stride) * i for i in range(size))
-            if start is not None and stride is not None and size > 1
-            else ()
-        )
-        return CommArgs(
-            collective=_intern(str(a["collective_name"])),
-            pg_name=str(a["pg_name"] or ""),
-            pg_desc=str(a["pg_desc"] or ""),
-            in_nelems=int(a["in_msg_nelems"] or in_n),
-            out_nelems=int(a["out_msg_nelems"] or out_n),
-            elem_bytes=elem or out_elem,
-            pg_ranks=ranks,
-            dtype=str(a["dtype"] or ""),
-        )
-    strings = [v for v, t in zip(values, types, strict=False) if t == "String"]
-    pair = next(
-        (v for v, t in zip(values, types, strict=False) if t == "Tuple[String,String]"), None
-    )
-    pg_name, pg_desc = (str(pair[0]), str(pair[1])) if pair else ("", "")
-    ints = [v for v, t in zip(values, types, strict=False) if t == "Int"]
-    ranks = ()
-    if schema.pg_in_inputs and len(ints) >= 4:
-        start, stride, size = ints[-3], ints[-2], ints[-1]
-        if start >= 0 and stride > 0 and size > 1:
-            ranks = tuple(start + stride * i for i in range(size))
-    return CommArgs(
-        collective=_intern(str(strings[0]) if strings else ""),
-        pg_name=pg_name,
-        pg_desc=pg_desc,
-        in_nelems=in_n,
-        out_nelems=out_n,
-        elem_bytes=elem or out_elem,
-        pg_ranks=ranks,
-        dtype="",
-    )
-
-
-def _parse_groups(values: Any, path: str) -> list[dict[str, Any]]:
-    text = values[0] if isinstance(values, list) and values else "[]"
-    try:
-        groups = orjson.loads(text) if isinstance(text, str) else text
-    except orjson.JSONDecodeError:
-        raise TraceFormatError(path, "## process_group:init ## holds invalid JSON") from None
-    return [g for g in groups if isinstance(g, dict)]

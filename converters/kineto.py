@@ -177,6 +177,9 @@ def _keep_args_by_name(kind: int, name: str) -> bool:
     return name.startswith(("nccl:", "gloo:", "record_param_comms", "c10d::"))
 
 
+_UNSEEN = (-1, -1)
+
+
 def _row_matrix(rows: list[tuple[Any, ...]]) -> np.ndarray:
     """(kind, name, cat, pid, tid, ext, rf, corr) tuples → int64 matrix (bad values: -1)."""
     try:
@@ -219,8 +222,8 @@ class _Columns:
             if type(raw) is not dict or raw.get("ph") != "X":
                 continue
             cat = raw.get("cat", "")
-            info = cat_info.get(cat, 0)
-            if info == 0:
+            info = cat_info.get(cat, _UNSEEN)
+            if info is _UNSEEN:
                 info = self._cat(cat)
             if info is None:
                 continue
