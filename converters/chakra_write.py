@@ -44,6 +44,7 @@ def metadata(
     step_ns: int | None,
     sources: list[str],
     producer: str,
+    step_start_ns: int | None = None,
 ) -> pb.GlobalMetadata:
     meta = pb.GlobalMetadata(version=ET_SCHEMA_VERSION)
     items: list[tuple[str, Any]] = [
@@ -56,6 +57,8 @@ def metadata(
     ]
     if step_ns is not None:
         items.append((cv.META_STEP_NS, step_ns))
+    if step_start_ns is not None:
+        items.append((cv.META_STEP_START_NS, step_start_ns))
     items += [(cv.META_SOURCE, list(sources)), (cv.META_PRODUCER, producer)]
     meta.attr.extend(make_attr(k, v) for k, v in items)
     return meta

@@ -280,7 +280,17 @@ def _convert_rank(
     finalize(table, step_start)
     _trim()
     path = out_dir / f"{prefix}.{item.rank}.et"
-    meta = metadata(item.rank, world, groups, step_ns, sources, f"lumos {__version__}")
+    # The step's absolute start on the Kineto clock lets the simulator align ranks that
+    # entered the step at different times (host-ET-only input has no common clock).
+    meta = metadata(
+        item.rank,
+        world,
+        groups,
+        step_ns,
+        sources,
+        f"lumos {__version__}",
+        step_start_ns=step_start if trace is not None else None,
+    )
     write_et_file(path, meta, NodeSource(table, step_start, estimated, trace, host), split)
     return (
         _summary(item.rank, str(path), table, step_name, step_ns, report, sources),
