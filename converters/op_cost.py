@@ -138,6 +138,12 @@ def _mm(args: list[Arg], name: str) -> OpCost | Unpriced:
     return _matmul(name, ts[0], ts[1], [])
 
 
+def _scalar(args: list[Arg], i: int) -> Any:
+    """The recorded value of scalar argument `i` (None if absent or not a scalar)."""
+    arg = args[i] if 0 <= i < len(args) else None
+    return arg.value if isinstance(arg, Scalar) else None
+
+
 def _ints(value: Any) -> list[int] | None:
     v = parse_text(value) if isinstance(value, str) else value
     if isinstance(v, int) and not isinstance(v, bool):
@@ -167,8 +173,7 @@ def _conv_geometry(args: list[Arg], name: str, x: Tensor, w: Tensor) -> tuple[li
     pos = _CONV_ARGS.get(name, (-1, -1, -1, -1))
 
     def at(i: int, default: int) -> list[int]:
-        got = _ints(args[i].value) if 0 <= i < len(args) and isinstance(args[i], Scalar) else None
-        got = got or [default]
+        got = _ints(_scalar(args, i)) or [default]
         return (got * spatial)[:spatial] if len(got) == 1 else got[:spatial]
 
     stride, padding, dilation = at(pos[0], 1), at(pos[1], 0), at(pos[2], 1)
@@ -232,7 +237,7 @@ def _attention(args: list[Arg], name: str) -> OpCost | Unpriced:
         b, h, lq, d = q.shape  # [B, H, L, D]
         s = k.shape[2]
     pos = _CAUSAL_ARG.get(name, -1)
-    flag = args[pos].value if 0 <= pos < len(args) and isinstance(args[pos], Scalar) else None
+    flag = _scalar(args, pos)
     causal = flag is True or (isinstance(flag, str) and flag.lower() == "true")
     flops = 4.0 * b * h * lq * s * d * (0.5 if causal else 1.0) * (2.5 if backward else 1.0)
     moved = (q.nbytes + k.nbytes + v.nbytes + q.nbytes) * (2.5 if backward else 1.0)
@@ -551,3 +556,14 @@ def op_cost(op_name: str, shapes: Any, types: Any, values: Any = None) -> OpCost
     `values` (optional) gives scalar arguments (conv strides) and tensor devices.
     """
     return op_cost_from_args(op_name, parse_args(shapes, types, values))
+
+
+def has_kernel_formula(op_name: str) -> bool:
+    """True when `op_name` is priced as GPU work (not a view/allocation, not unknown).
+
+    For host-ET-only graphs: the innermost such op of a call tree carries the kernel
+    (`aten::convolution_backward`, `aten::cudnn_batch_norm` have only allocation
+    children), so it, not its leaves, should become the task.
+    """
+    fn = _formula(base_name(op_name))
+    return fn is not None and fn is not _no_kernel

@@ -4,7 +4,7 @@
 of peak FLOP/s that matmul-like kernels reach by size (FLOPs per kernel), the fraction of
 peak HBM bandwidth that memory-bound kernels reach by size (bytes moved), the fixed time
 of any kernel (launch ramp, tail), the host-side time of one op when only a host ET is
-known, and PCIe bandwidth for host<->device copies. Curves are `[[size, efficiency], ...]`
+known (its own time, a launch, and the untraced framework/Python time around it), and PCIe bandwidth for host<->device copies. Curves are `[[size, efficiency], ...]`
 interpolated in log(size) (the same table type as network links: `LinkSpec` points).
 Every file names its `sources`. Unknown keys are ConfigErrors with a "did you mean".
 """
@@ -49,6 +49,7 @@ class ComputeCalibration:
     matmul_overhead_ns: float
     host_op_ns: float
     host_launch_ns: float
+    host_gap_ns: float
     pcie_gbps: float
     fp32_matmul_tf32: bool
     fp32_conv_tf32: bool
@@ -75,6 +76,7 @@ _TABLE = {
     "matmul_overhead_ns": (_non_negative, _REQUIRED),
     "host_op_ns": (_non_negative, _REQUIRED),
     "host_launch_ns": (_non_negative, 0.0),
+    "host_gap_ns": (_non_negative, 0.0),
     "pcie_gbps": (_positive, _REQUIRED),
     "fp32_matmul_tf32": (_flag, False),
     "fp32_conv_tf32": (_flag, True),

@@ -103,7 +103,8 @@ class CostModel:
         return cal.kernel_overhead_ns
 
     def host_ns(self, cost: OpCost | None) -> int:
-        """CPU time of one op seen only in a host ET: dispatch, plus a launch if it has a kernel."""
+        """CPU time of one op seen only in a host ET: dispatch, a launch if it has a
+        kernel, and the untraced framework/Python time per op (`host_gap_ns`)."""
         cal = self.calibration
         launches = cost is not None and cost.kind is not CostKind.NO_KERNEL
-        return round(cal.host_op_ns + (cal.host_launch_ns if launches else 0.0))
+        return round(cal.host_op_ns + cal.host_gap_ns + (cal.host_launch_ns if launches else 0.0))

@@ -67,6 +67,10 @@ class RankGraph:
     - sync: `sync_kind` int8 (`SyncKind`), `sync_stream`, `sync_event` int64 (for an
       event record, `sync_event` holds the recorded event id).
 
+    For the compute cost model (`lumos.simulator.estimate`): `op_inputs[i]` = the
+    (shapes, types, values) strings of a node marked `dur_estimated`, `op_work[i]` =
+    (`num_ops`, `tensor_size`) of a compute node with no recorded duration.
+
     From the metadata: `measured_step_ns` (Kineto ProfilerStep duration) and
     `step_start_ns` (its absolute start on the trace clock, for aligning ranks).
     """
@@ -105,6 +109,8 @@ class RankGraph:
     step_start_ns: int | None = None
     source: str = ""
     dropped_deps: int = 0
+    op_inputs: dict[int, tuple[str, str, str]] = field(default_factory=dict)
+    op_work: dict[int, tuple[float, float]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -180,6 +186,9 @@ _WANTED = {
     cv.SYNC_STREAM,
     cv.SYNC_EVENT,
     cv.EVENT_RECORD,
+    cv.DUR_ESTIMATED,
+    cv.FLOPS,
+    cv.BYTES,
 }
 
 
@@ -220,6 +229,10 @@ def graph_from_et(
         g.start_ns[i] = _int(a.get(cv.START_NS))
         if node.type in COMM_TYPES:
             _fill_comm(g, i, node.type, a, label_ids)
+        elif a.get(cv.DUR_ESTIMATED):
+            g.op_inputs[i] = (node.inputs.shapes, node.inputs.types, node.inputs.values)
+        elif g.dur_ns[i] <= 0 and (cv.FLOPS in a or cv.BYTES in a):
+            g.op_work[i] = (float(a.get(cv.FLOPS) or 0), float(a.get(cv.BYTES) or 0))
         kind = a.get(cv.SYNC_KIND)
         if kind in _SYNC_NAMES:
             g.sync_kind[i] = _SYNC_NAMES[str(kind)]

@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 from lumos.simulator.align import align_ranks
 from lumos.simulator.comm_cost import CommCoster
+from lumos.simulator.costmodel import CostModel
+from lumos.simulator.estimate import estimate_graph, needs_estimates
 from lumos.simulator.fold import Folding, find_folding, identity
 from lumos.simulator.graph import COLL, RECV, SEND, RankGraph
 from lumos.simulator.graph_checks import cycle_problems
@@ -57,6 +59,9 @@ class SimOptions:
     cycle, dependencies on later ids (see `load.load_graphs`) — instead of failing.
     `align_ranks`: start each rank when it started the measured step (`step_start_ns`,
     see `lumos.simulator.align`); None = in replay mode only; never in astra mode.
+    `cost_model` prices compute with no measured duration (`dur_estimated`, or no
+    duration but `num_ops`/`tensor_size`; see `lumos.simulator.estimate`): always in
+    model mode, in replay mode only with `estimate_missing`.
     """
 
     mode: Mode = Mode.REPLAY
@@ -66,6 +71,8 @@ class SimOptions:
     comm_groups: Mapping[str, Sequence[int]] | None = None
     repair: bool = False
     align_ranks: bool | None = None
+    cost_model: CostModel | None = None
+    estimate_missing: bool = False
 
 
 def simulate(
@@ -86,6 +93,7 @@ def simulate(
         if isinstance(source, (str, Path))
         else list(source)
     )
+    graphs = _estimate(graphs, mode, opts)
     t_load = time.perf_counter()
     problems = [p for g in graphs for p in cycle_problems(g)]
     align = opts.align_ranks if opts.align_ranks is not None else mode is Mode.REPLAY
@@ -121,6 +129,23 @@ def simulate(
         "fold_note": folding.reason,
     }
     return result
+
+
+def _estimate(graphs: list[RankGraph], mode: Mode, opts: SimOptions) -> list[RankGraph]:
+    """Graphs with cost-model durations where the ETs recorded none (model mode, or
+    replay with `estimate_missing`). Raises ConfigError when no cost model is given."""
+    if mode is Mode.ASTRA or (mode is Mode.REPLAY and not opts.estimate_missing):
+        return graphs
+    todo = [g for g in graphs if needs_estimates(g)]
+    if not todo:
+        return graphs
+    if opts.cost_model is None:
+        raise ConfigError(
+            f"rank {todo[0].rank}: compute nodes carry no measured duration (dur_estimated, "
+            "e.g. converted from a host ET alone); pricing them needs --hw with a GPU that has "
+            "a compute calibration (hwconfigs/calibration/)"
+        )
+    return [estimate_graph(g, opts.cost_model) if needs_estimates(g) else g for g in graphs]
 
 
 def _attach_comms(

@@ -12,6 +12,7 @@ from rich.console import Console
 from lumos.cli.main import handle_errors
 from lumos.converters.et_files import find_et_sources
 from lumos.errors import ConfigError
+from lumos.simulator.costmodel import CostModel
 from lumos.simulator.netapi import CollectivePricer
 from lumos.simulator.run import Mode, SimOptions, simulate
 
@@ -30,6 +31,18 @@ def _pricer(
     from lumos.simulator.network import pricer_for_job
 
     return pricer_for_job(hw, ranks)
+
+
+def _cost_model(hw: str | None) -> CostModel | None:
+    """The compute cost model of the system's GPU (None without --hw)."""
+    if hw is None:
+        return None
+    from lumos.hwconfigs.load import load_system
+
+    try:
+        return CostModel.for_gpu(load_system(hw).gpu)
+    except ConfigError:
+        return None  # no calibration for this GPU: an error only if an ET needs one
 
 
 @click.command("simulate")
@@ -67,6 +80,11 @@ def _pricer(
 @click.option(
     "--repair", is_flag=True, help="Load broken foreign ETs anyway (drop dangling/cyclic deps)."
 )
+@click.option(
+    "--estimate-missing",
+    is_flag=True,
+    help="Replay mode: price compute with no measured duration with the cost model (needs --hw).",
+)
 @handle_errors
 def simulate_command(
     target: str,
@@ -81,6 +99,7 @@ def simulate_command(
     fold: bool,
     align_ranks: bool | None,
     repair: bool,
+    estimate_missing: bool,
 ) -> None:
     """Simulate all ranks of ET_DIR_OR_PREFIX (folder, prefix, file or tar of .et files)."""
     ranks = len(find_et_sources(target))
@@ -96,6 +115,8 @@ def simulate_command(
         comm_groups=groups,
         repair=repair,
         align_ranks=align_ranks,
+        cost_model=_cost_model(hw),
+        estimate_missing=estimate_missing,
     )
     result = simulate(target, options)
     if timeline:
