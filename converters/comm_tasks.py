@@ -29,6 +29,8 @@ from lumos.converters.kineto import KinetoTrace
 from lumos.converters.tasks import TaskKind, TaskTable
 
 P2P_OPS = ("c10d::send", "c10d::recv_", "c10d::recv", "c10d::recv_any_source_")
+#: host ops that issue a point-to-point send (`isend` and `send` both dispatch to it).
+HOST_SEND_OPS = ("c10d::send",)
 
 
 @dataclass(slots=True)

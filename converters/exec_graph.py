@@ -1,7 +1,8 @@
 """Building one rank's execution graph from its Kineto trace (and linked host-ET ops).
 
 Processors are CPU threads and GPU streams. The four dependency classes come from:
-thread order and cross-thread waits (`_thread_edges`); launch → GPU op by `correlation`;
+thread order (a gloo send first, before the `c10d::send` that issued it: `sends_first`)
+and cross-thread waits (`_thread_edges`); launch → GPU op by `correlation`;
 stream order; synchronisation and event record/wait edges (`sync_edges`). Collectives
 and point-to-point ops become COMM tasks (`comm_tasks`). Only the chosen step's host
 events and the GPU work they launch are kept. Bulk work is done on numpy columns; Python
@@ -11,9 +12,9 @@ loops run only over a thread's events (flattening) and the rare sync and comm ta
 from __future__ import annotations
 
 import numpy as np
-from lumos.converters.comm import is_comm_kernel, is_gloo_op
-from lumos.converters.comm_tasks import CommContext, annotate_comm
-from lumos.converters.flatten import Segments, flatten_thread, thread_order
+from lumos.converters.comm import SEND, is_comm_kernel, is_gloo_op, kind_of
+from lumos.converters.comm_tasks import HOST_SEND_OPS, CommContext, annotate_comm
+from lumos.converters.flatten import Segments, flatten_thread, sends_first, thread_order
 from lumos.converters.kineto import Kind, KinetoTrace
 from lumos.converters.steps import StepWindow, step_name_mask
 from lumos.converters.sync_edges import StreamIndex, add_sync_edges
@@ -41,10 +42,16 @@ def cpu_segments(trace: KinetoTrace, window: StepWindow) -> Segments:
     keep_chain = gloo[trace.name] | (
         (kind == Kind.RUNTIME) & np.isin(trace.corr, comm_corr[comm_corr >= 0])
     )
+    gloo_send = _name_flags(trace, lambda n: is_gloo_op(n) and kind_of(n) == SEND)
+    host_send = _name_flags(trace, lambda n: n in HOST_SEND_OPS)
     segs = Segments()
     tids = trace.tid[rows]
     for tid in np.unique(tids).tolist():
-        flatten_thread(trace, thread_order(trace, rows[tids == tid]), gloo, keep_chain, segs)
+        mine = rows[tids == tid]
+        lo = len(segs.ev)
+        flatten_thread(trace, thread_order(trace, mine), gloo, keep_chain, segs)
+        if gloo_send[trace.name[mine]].any():
+            sends_first(trace, segs, lo, gloo_send, host_send)
     return segs
 
 

@@ -7,7 +7,8 @@ carry shapes); a parent's segments are kept only where they have length. Atomic 
 (gloo collectives) keep whatever is nested in them out of the graph. Segments of the
 events in `keep_chain` (gloo ops, launches of NCCL kernels) also get the chain of events
 enclosing them, so a kernel's CPU parent is the innermost op around its launch. One pass with a
-stack over plain integer lists.
+stack over plain integer lists. `sends_first` then moves each gloo send before the
+`c10d::send` that issued it, where the transport got its buffer.
 """
 
 from __future__ import annotations
@@ -117,3 +118,50 @@ def flatten_thread(
         st_end.append(e)
         st_emit.append(False)
         st_child.append(False)
+
+
+def sends_first(
+    trace: KinetoTrace, out: Segments, lo: int, is_send: np.ndarray, is_host_send: np.ndarray
+) -> None:
+    """Put each send of one thread's segments (`out[lo:]`) before the host op that issued it.
+
+    gloo hands a send's buffer to the transport when `c10d::send` starts, but its
+    `gloo:send` annotation (the Work's record function) begins only as that call returns:
+    nested in its end or right after it on the thread. Replaying that order delivers the
+    data late by the call's duration. The send moves before the op's segments (and those
+    of its children): it starts where the op started, and the moved segments follow it,
+    shifted by its duration, so the thread still never runs two at once and the op's
+    `gap_ns` falls on the send. A send found right after the op gets it as enclosing op
+    (for its peer and tag). `is_send` and `is_host_send` are per-name-id flags.
+    """
+    ev, start, chain = out.ev, out.start, out.chain
+    name = trace.name
+    found = np.flatnonzero(is_send[name[np.asarray(ev[lo:], np.int64)]]) + lo
+    for i in found.tolist():
+        outer = chain.get(i, ())
+        host = next((r for r in reversed(outer) if is_host_send[name[r]]), -1)
+        if host < 0 and i > lo and is_host_send[name[ev[i - 1]]]:
+            host = ev[i - 1]
+            outer = (*outer, host)
+        if host < 0:
+            continue
+        first = i
+        while first > lo and start[first - 1] >= trace.ts[host]:
+            first -= 1
+        if first < i:
+            _rotate(out, first, i)
+        chain[first] = outer
+
+
+def _rotate(out: Segments, first: int, last: int) -> None:
+    """Move segment `last` to position `first`, at its start; shift the others by its length."""
+    length = out.end[last] - out.start[last]
+    at = out.start[first]
+    moved = {k + 1: out.chain.pop(k) for k in range(last - 1, first - 1, -1) if k in out.chain}
+    out.chain.pop(last, None)
+    out.chain.update(moved)
+    out.ev.insert(first, out.ev.pop(last))
+    out.head.insert(first, out.head.pop(last))
+    shifted = [s + length for s in out.start[first:last]]
+    out.start[first : last + 1] = [at, *shifted]
+    out.end[first : last + 1] = [at + length, *[e + length for e in out.end[first:last]]]

@@ -6,8 +6,8 @@ may stand for a Kineto event (`ev`, a row of the trace) and a host-ET op (`host`
 of the host trace), and has at most one control dependency (`ctrl`: the task before it
 on its processor) plus data dependencies (`data1`, then the rare `extra` ones, in the
 order they were found). `finalize` numbers tasks deterministically (by start time,
-processor and creation order) and fills `gap_ns` on CPU threads, so the writer only
-formats.
+processor and creation order) and fills `gap_ns` on CPU threads (in each thread's chain
+order: start, then creation), so the writer only formats.
 """
 
 from __future__ import annotations
@@ -121,7 +121,9 @@ def finalize(table: TaskTable, step_start: int) -> None:
     is_comp_cpu = table.kind == TaskKind.CPU
     table.order = np.lexsort((index, table.stream, table.tid, ~is_comp_cpu, table.start))
     gap = np.zeros(n, np.int64)
-    on_thread = table.order[(table.tid[table.order] >= 0) & (table.stream[table.order] < 0)]
+    # a thread's tasks in its chain order (start, then creation), whatever their kind
+    on_thread = index[(table.tid >= 0) & (table.stream < 0)]
+    on_thread = on_thread[np.argsort(table.start[on_thread], kind="stable")]
     tids = table.tid[on_thread]
     for tid in np.unique(tids).tolist():
         rows = on_thread[tids == tid]

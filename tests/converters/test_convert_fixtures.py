@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,89 @@ def test_captures_gloo_collectives_and_p2p(tmp_path: Path) -> None:
         colls = [attrs_dict(n) for n in nodes if n.type == pb.COMM_COLL_NODE]
         assert [c["comm_size"] for c in colls] == [165_632, 133_376, 133_632, 41_472]
         assert all(c["tid"] >= 0 and "is_cpu_op" not in c for c in colls)
+
+
+def _thread(nodes: list[pb.Node]) -> dict[int, tuple[str, int, int, int | None, list[int]]]:
+    """Node id → (name, start_ns, dur_ns, gap_ns, ctrl_deps)."""
+    out = {}
+    for n in nodes:
+        a = attrs_dict(n)
+        out[n.id] = (n.name, a["start_ns"], a["dur_ns"], a.get("gap_ns"), list(n.ctrl_deps))
+    return out
+
+
+def test_pipeline_gloo_send_runs_before_its_c10d_send(tmp_path: Path) -> None:
+    """gloo hands the buffer over when `c10d::send` starts; its `gloo:send` annotation
+    starts only as the call ends (3.0 ms later on rank 1). The SEND goes first, at the
+    call's start, with the call's gap; the call follows it, shifted by the SEND's length."""
+    ranks = _convert([DATA / "captures" / "pipeline"], tmp_path)
+    nodes = {n.id: n for n in ranks[1][1]}
+    info = _thread(ranks[1][1])
+    # before: 1236 → c10d::send 1237 (start 21_164_157, gap 74_950) → gloo:send 1238 → 1239
+    assert info[1237] == ("gloo:send", 21_164_157, 34_995, 74_950, [1236])
+    assert info[1238] == ("c10d::send", 21_164_157 + 34_995, 3_017_704, 0, [1237])
+    assert info[1239][0] == "aten::ones_like" and info[1239][3:] == (111_829, [1238])
+    assert nodes[1237].type == pb.COMM_SEND_NODE
+    for _, rank_nodes in ranks:
+        by_id = {n.id: n for n in rank_nodes}
+        after = {d: n for n in rank_nodes for d in n.ctrl_deps}
+        sends = [n for n in rank_nodes if n.type == pb.COMM_SEND_NODE]
+        assert len(sends) == 2
+        assert all(after[s.id].name == "c10d::send" for s in sends)
+        assert all(attrs_dict(after[s.id])["gap_ns"] == 0 for s in sends)
+        # receives stay after their c10d::recv_
+        recvs = [n for n in rank_nodes if n.type == pb.COMM_RECV_NODE]
+        assert [by_id[r.ctrl_deps[0]].name for r in recvs] == ["c10d::recv_"] * 2
+
+
+def test_gloo_send_right_after_its_c10d_send_moves_before_it(tmp_path: Path) -> None:
+    """A `gloo:send` that starts after its `c10d::send` returned (same thread) also goes
+    first, and takes the call's peer and tag; the idle µs between them fall into the gap
+    of the op after."""
+
+    def op(name: str, ts: int, dur: int, cat: str = "cpu_op", **args: object) -> dict[str, object]:
+        return {
+            "ph": "X",
+            "cat": cat,
+            "name": name,
+            "pid": 1,
+            "tid": 1,
+            "ts": ts,
+            "dur": dur,
+            "args": args,
+        }
+
+    events = [
+        op("ProfilerStep#1", 1000, 100, "user_annotation"),
+        op("aten::mul", 1005, 3),
+        op("c10d::send", 1010, 10, **{"Concrete Inputs": ["", "", "1", "7"]}),
+        op("aten::empty", 1011, 1),
+        op(
+            "gloo:send",
+            1021,
+            3,
+            "user_annotation",
+            **{"Input Dims": [[4]], "Input type": ["float"]},
+        ),
+        op("aten::add", 1030, 2),
+    ]
+    trace = {
+        "schemaVersion": 1,
+        "distributedInfo": {"rank": 0, "world_size": 2},
+        "traceEvents": events,
+    }
+    path = tmp_path / "rank0.kineto.json"
+    path.write_text(json.dumps(trace))
+    ((_, nodes),) = _convert([path], tmp_path / "out", cross_rank=False)
+    chain = sorted(_thread(nodes).values(), key=lambda t: t[1])
+    assert chain == [
+        ("aten::mul", 5_000, 3_000, 5_000, []),
+        ("gloo:send", 10_000, 3_000, 2_000, [1]),
+        ("c10d::send", 13_000, 1_000, 0, [2]),
+        ("aten::empty", 14_000, 1_000, 0, [3]),
+        ("c10d::send", 15_000, 8_000, 0, [4]),
+        ("aten::add", 30_000, 2_000, 7_000, [5]),
+    ]
+    send = attrs_dict(next(n for n in nodes if n.type == pb.COMM_SEND_NODE))
+    peer = (send["comm_src"], send["comm_dst"], send["comm_tag"], send["comm_size"])
+    assert peer == (0, 1, 7, 16)

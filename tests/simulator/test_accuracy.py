@@ -78,11 +78,13 @@ def test_pipeline_ranks_start_at_their_measured_step_starts(pipeline: Path) -> N
     assert [r.start_ns for r in unaligned.ranks] == [0, 0]
 
 
-def test_pipeline_replay_within_five_percent(pipeline: Path) -> None:
+def test_pipeline_replay_within_one_percent(pipeline: Path) -> None:
     """gloo's `work.wait()` is untraced: the wait for the peer is inside the gap before
-    the next op, so replay must not add the simulated wait on top of it (was +26%)."""
+    the next op, so replay must not add the simulated wait on top of it (was +26%). A
+    send leaves when its `c10d::send` starts, not when its later `gloo:send` annotation
+    does (was +4.19%; now −0.02%, rank 1 −0.16%)."""
     comparison = _replay(pipeline)
-    _assert_within(comparison, 5.0)
+    _assert_within(comparison, 1.0)
     result = simulate(pipeline)
     g, tasks = result.graphs[0], result.ranks[0].tasks
     recv = int(np.flatnonzero(g.ids == 542)[0])  # first gradient gloo:recv on rank 0
