@@ -8,30 +8,20 @@ dPRO-like graph). Run from the repository root with the venv active:
 
     python scripts/accuracy_table.py [--markdown] [--only NAME ...] [--work DIR]
 
-Fixtures are read from ../shared/fixtures (or $LUMOS_FIXTURES). Until the converter
-writes `step_start_ns`, it is added to the converted ETs from the Kineto traces named
-in their `source` metadata (the `ProfilerStep` whose duration is `measured_step_ns`).
+Fixtures are read from ../shared/fixtures (or $LUMOS_FIXTURES).
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import os
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from lumos.converters.attrs import attr_value, make_attr
-from lumos.converters.conventions import META_SOURCE, META_STEP_NS, META_STEP_START_NS
-from lumos.converters.et_files import find_et_sources
-from lumos.converters.et_io import read_et, write_et
 from lumos.simulator.compare import Comparison, compare, read_measured
 from lumos.simulator.run import SimOptions, simulate
 
@@ -105,50 +95,7 @@ def convert_case(case: Case, out: Path, reuse: bool = False) -> Path:
         cli = [sys.executable, "-c", "from lumos.cli.main import main; main()"]
         cmd = [*cli, "convert", *args, "-o", str(out), "--prefix", case.name]
         subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT)
-    add_step_starts(out)
     return out
-
-
-def _kineto_json(source: str) -> dict[str, Any]:
-    path, _, member = source.partition(":")
-    full = Path(path) if Path(path).is_absolute() else ROOT / path
-    if member:
-        with tarfile.open(full) as tar:
-            handle = tar.extractfile(member)
-            assert handle is not None
-            raw = handle.read()
-    else:
-        raw = full.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    return json.loads(raw)
-
-
-def _ns(us: float) -> int:
-    whole = int(us)
-    return whole * 1000 + round((us - whole) * 1000)
-
-
-def add_step_starts(folder: Path) -> int:
-    """Add `step_start_ns` to converted ETs that lack it; how many files were patched."""
-    patched = 0
-    for source in find_et_sources(folder):
-        meta, nodes = read_et(source.path)
-        attrs = {a.name: attr_value(a) for a in meta.attr}
-        step = attrs.get(META_STEP_NS)
-        if META_STEP_START_NS in attrs or step is None:
-            continue
-        kineto = _kineto_json(str(attrs[META_SOURCE][-1]))
-        steps = [
-            e
-            for e in kineto["traceEvents"]
-            if str(e.get("name", "")).startswith("ProfilerStep#") and "dur" in e
-        ]
-        best = min(steps, key=lambda e: abs(_ns(e["dur"]) - int(step)))
-        meta.attr.append(make_attr(META_STEP_START_NS, _ns(best["ts"])))
-        write_et(source.path, meta, nodes)
-        patched += 1
-    return patched
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,39 +5,28 @@ copies, the untraced tail of the step."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
+from lumos.converters.attrs import get_attr
+from lumos.converters.conventions import META_STEP_START_NS
 from lumos.converters.convert import convert
+from lumos.converters.et_files import find_et_sources
 from lumos.simulator.compare import Comparison, compare, read_measured
 from lumos.simulator.run import SimOptions, simulate
 
-from tests.conftest import DATA, REPO, fixture_path
+from tests.conftest import DATA, fixture_path
 
 HTA = "HolisticTraceAnalysis/tests/data"
 DLRM = "param/et_replay/tests/inputs"
 
 
-def _script() -> ModuleType:
-    """scripts/accuracy_table.py, whose `add_step_starts` the tests share."""
-    name = "lumos_accuracy_table"
-    if name not in sys.modules:
-        path = REPO / "scripts" / "accuracy_table.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
 def _convert(inputs: list[Path], out: Path) -> Path:
     convert(inputs, out, prefix="t")
-    _script().add_step_starts(out)
+    for source in find_et_sources(out):
+        with source.open() as reader:  # the converter records where each rank's step began
+            assert get_attr(reader.metadata, META_STEP_START_NS) is not None
     return out / "t"
 
 
