@@ -11,9 +11,11 @@ from rich.console import Console
 
 from lumos.cli.main import handle_errors
 from lumos.converters.et_files import find_et_sources
-from lumos.errors import ConfigError
+from lumos.errors import ConfigError, MissingExtraError
 from lumos.simulator.costmodel import CostModel
 from lumos.simulator.netapi import CollectivePricer
+from lumos.simulator.report import Report
+from lumos.simulator.result import SimResult
 from lumos.simulator.run import Mode, SimOptions, simulate
 
 
@@ -45,6 +47,17 @@ def _cost_model(hw: str | None) -> CostModel | None:
         return None  # no calibration for this GPU: an error only if an ET needs one
 
 
+def _write_plots(report: Report, result: SimResult, prefix: str) -> list[str]:
+    """The HTML breakdown always; PNGs when matplotlib is installed (else say how)."""
+    from lumos.simulator.plots import write_plots
+
+    try:
+        return [str(p) for p in write_plots(report, result, prefix, png=True)]
+    except MissingExtraError as exc:
+        click.echo(f"note: {exc}; wrote the HTML breakdown only", err=True)
+        return [str(p) for p in write_plots(report, result, prefix, png=False)]
+
+
 @click.command("simulate")
 @click.argument("target", type=click.Path(exists=False))
 @click.option("--hw", default=None, help="System config: h100, a100, or a YAML path.")
@@ -64,6 +77,13 @@ def _cost_model(hw: str | None) -> CostModel | None:
     help="ASTRA-sim comm-group JSON (pg_name → ranks).",
 )
 @click.option("--timeline", type=click.Path(), help="Write a Chrome/Perfetto trace (.json[.gz]).")
+@click.option(
+    "--plot",
+    "plot_prefix",
+    type=click.Path(),
+    help="Write PREFIX.breakdown.html, and with the plot extra (matplotlib) "
+    "PREFIX.breakdown.png and PREFIX.timeline.png.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option(
     "--no-sync-edges",
@@ -94,6 +114,7 @@ def simulate_command(
     astra_sim_network: str | None,
     comm_group: str | None,
     timeline: str | None,
+    plot_prefix: str | None,
     as_json: bool,
     no_sync_edges: bool,
     fold: bool,
@@ -126,6 +147,7 @@ def simulate_command(
     from lumos.simulator.report import build_report, render_summary
 
     report = build_report(result)
+    plots = _write_plots(report, result, plot_prefix) if plot_prefix else []
     if as_json:
         payload = result.to_json() | {"report": report.to_dict()}
         click.echo(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode())
@@ -133,6 +155,8 @@ def simulate_command(
     render_summary(report, Console())
     if timeline:
         click.echo(f"timeline: {timeline}")
+    for path in plots:
+        click.echo(f"plot: {path}")
 
 
 def register(group: click.Group) -> None:

@@ -42,3 +42,13 @@ def test_simulate_with_astra_sim_configs() -> None:
     data = orjson.loads(res.output)
     assert data["mode"] == "astra"
     assert 10_000 < data["iteration_time_ns"] < 1_000_000
+
+
+def test_simulate_writes_plots(tmp_path: Path) -> None:
+    """`--plot PREFIX` writes the HTML breakdown (and PNGs when matplotlib is present)."""
+    et = fixture_path("astra-sim/examples/workload/microbenchmarks/all_reduce/8npus_1MB")
+    result = CliRunner().invoke(cli, ["simulate", str(et), "--plot", str(tmp_path / "p")])
+    assert result.exit_code == 0, result.output
+    html = (tmp_path / "p.breakdown.html").read_text()
+    assert "exposed comm" in html.lower() and "rank" in html.lower()
+    assert f"plot: {tmp_path / 'p.breakdown.html'}" in result.output
