@@ -277,6 +277,13 @@ def _convert_rank(
         groups = {k: v.ranks for k, v in groups_from(host.process_groups, {}, world).items()}
         table, step_name = build_host_tasks(host, CommContext(item.rank, world, groups, host))
         step_start, step_ns, estimated = 0, None, True
+    if len(table) == 0:
+        # An ET without nodes is rejected by every reader; say why instead of writing one.
+        raise TraceFormatError(
+            ", ".join(sources),
+            f"rank {item.rank}: nothing to convert in {step_name or 'the trace'} "
+            "(no host ops, runtime calls or GPU events)",
+        )
     finalize(table, step_start)
     _trim()
     path = out_dir / f"{prefix}.{item.rank}.et"

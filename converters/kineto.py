@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 from lumos.converters.json_stream import TraceFile, read_array_document
 
+from lumos.errors import TraceFormatError
+
 _intern = sys.intern
 
 
@@ -131,25 +133,35 @@ class KinetoTrace:
         return self.names[self.name[i]]
 
 
+class BadNumber(ValueError):
+    """A time field holds something that is not a number; `index` is its position."""
+
+    def __init__(self, index: int, value: Any) -> None:
+        super().__init__(f"{value!r} is not a number")
+        self.index, self.value = index, value
+
+
 def ns_array(values: list[Any]) -> np.ndarray:
-    """µs (ints or floats) → int64 ns, rounding the fraction the way `round` does."""
+    """µs (ints or floats) → int64 ns, rounding the fraction the way `round` does.
+
+    Raises BadNumber for the first value that is not a number (a bool or string, say).
+    """
     try:
         raw = np.asarray(values)
     except (TypeError, ValueError, OverflowError):
-        raw = np.asarray([_float(v) for v in values], dtype=np.float64)
+        raw = np.asarray([_float(i, v) for i, v in enumerate(values)], dtype=np.float64)
     if raw.dtype.kind in "iu":
         return raw.astype(np.int64) * 1000
     if raw.dtype.kind != "f":
-        raw = np.asarray([_float(v) for v in values], dtype=np.float64)
+        raw = np.asarray([_float(i, v) for i, v in enumerate(values)], dtype=np.float64)
     whole = np.trunc(raw)
     return whole.astype(np.int64) * 1000 + np.round((raw - whole) * 1000.0).astype(np.int64)
 
 
-def _float(value: Any) -> float:
-    try:
+def _float(index: int, value: Any) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
-    except (TypeError, ValueError):
-        return 0.0
+    raise BadNumber(index, value)
 
 
 def int_array(values: list[Any]) -> np.ndarray:
@@ -191,7 +203,8 @@ def _row_matrix(rows: list[tuple[Any, ...]]) -> np.ndarray:
 class _Columns:
     """Accumulates kept events batch by batch; each batch becomes numpy arrays."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: str) -> None:
+        self.path = path
         self.name_ids: dict[str, int] = {}
         self.names: list[str] = []
         self.cat_info: dict[Any, tuple[int, int] | None] = {}
@@ -249,7 +262,7 @@ class _Columns:
                     args.get(ARG_CORRELATION, -1),
                 )
             )
-            ts.append(raw.get("ts", 0))
+            ts.append(raw.get("ts"))  # an X event without a start is malformed
             dur.append(raw.get("dur", 0))
             key = nid * 8 + kind
             kept = keep.get(key)
@@ -266,12 +279,25 @@ class _Columns:
             "kind": ints[:, 0].astype(np.int8),
             "name": ints[:, 1].astype(np.int32),
             "cat": ints[:, 2].astype(np.int16),
-            "ts": ns_array(ts),
-            "dur": ns_array(dur),
+            "ts": self._times(ts, "ts", rows),
+            "dur": self._times(dur, "dur", rows),
         }
         for col, key_name in enumerate(_INT_COLUMNS, start=3):
             part[key_name] = np.ascontiguousarray(ints[:, col])
         self.parts.append(part)
+
+    def _times(self, values: list[Any], field: str, rows: list[tuple[Any, ...]]) -> np.ndarray:
+        """µs → ns; a value that is not a number is an error naming the event."""
+        try:
+            return ns_array(values)
+        except BadNumber as exc:
+            name = self.names[rows[exc.index][1]]
+            index = self.count - len(rows) + exc.index
+            raise TraceFormatError(
+                self.path,
+                f"event {name!r}: {field!r} is {exc.value!r}, not a number of µs",
+                where=f"complete event #{index}",
+            ) from None
 
     def finish(self, trace: KinetoTrace) -> None:
         trace.names, trace.cats, trace.args = self.names, self.cats, self.args
@@ -282,7 +308,7 @@ class _Columns:
 
 def load_kineto(source: TraceFile) -> KinetoTrace:
     """Read a Kineto Chrome trace. Raises TraceFormatError on invalid JSON."""
-    columns = _Columns()
+    columns = _Columns(source.path)
     meta = read_array_document(source, "traceEvents", columns.add_batch)
     devices = meta.get("deviceProperties") or []
     name = devices[0].get("name", "") if devices and isinstance(devices[0], dict) else ""
