@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -158,26 +159,29 @@ def _attach_comms(
     """Give each joint event its members (global indices) and its transfer time; price
     unpaired sends (peer not loaded) outside replay."""
     coster = CommCoster(graphs, mode.value, pricer)
-    offsets, match = plan.offsets, plan.match
-    for m, inst in enumerate(instances):
-        members = [offsets[k] + i for k, i in inst.members]
-        for v in members:
-            match[v] = m
-        plan.inst_members.append(members)
-        plan.inst_dur.append(coster.instance_ns(inst))
+    members = [inst.members for inst in instances]
+    counts = np.fromiter(map(len, members), np.int64, len(members))
+    pairs = np.fromiter(chain.from_iterable(chain.from_iterable(members)), np.int64)
+    base = np.asarray(plan.offsets, np.int64)
+    nodes = base[pairs[0::2]] + pairs[1::2]
+    plan.match[nodes] = np.repeat(np.arange(len(instances), dtype=np.int64), counts)
+    node_list = nodes.tolist()
+    ptr = np.concatenate(([0], np.cumsum(counts))).tolist()
+    plan.inst_members = list(map(node_list.__getitem__, map(slice, ptr[:-1], ptr[1:])))
+    plan.inst_dur = list(map(coster.instance_ns, instances))
     if mode is Mode.REPLAY or pricer is None:
         return
     for k, g in enumerate(graphs):
         for i in np.nonzero(g.type == SEND)[0].tolist():
-            if match[offsets[k] + i] < 0:
+            if plan.match[plan.offsets[k] + i] < 0:
                 size, peer = int(g.comm_size[i]), int(g.comm_peer[i])
-                plan.dur[offsets[k] + i] = pricer.p2p_ns(size, g.rank, peer)
+                plan.dur[plan.offsets[k] + i] = pricer.p2p_ns(size, g.rank, peer)
 
 
 def _check_complete(schedule: Schedule, plan: Plan, graphs: Sequence[RankGraph]) -> None:
-    if min(schedule.end, default=0) >= 0:
+    stuck = np.flatnonzero(schedule.end < 0).tolist()
+    if not stuck:
         return
-    stuck = [v for v, e in enumerate(schedule.end) if e < 0]
     lines = []
     for v in stuck[:MAX_STUCK_LISTED]:
         k = int(np.searchsorted(plan.offsets, v, side="right")) - 1
@@ -199,10 +203,8 @@ def _assemble(
     folding: Folding,
     mode: Mode,
 ) -> SimResult:
-    start = np.asarray(schedule.start, np.int64)
-    end = np.asarray(schedule.end, np.int64)
-    wait = np.asarray(schedule.wait, np.int64)
-    match = np.asarray(plan.match, np.int64)
+    start, end, wait = schedule.start, schedule.end, schedule.wait
+    match = plan.match
     own: dict[int, RankResult] = {}
     for k, (g, a) in enumerate(zip(sim_graphs, assignments, strict=True)):
         lo, hi = plan.offsets[k], plan.offsets[k + 1]

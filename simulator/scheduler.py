@@ -16,6 +16,7 @@ from collections import deque
 from dataclasses import dataclass
 from heapq import heappop, heappush
 
+import numpy as np
 from lumos.simulator.engine import PRIO_SHIFT, TIME_SHIFT
 from lumos.simulator.plan import (
     COLLECTIVE,
@@ -36,23 +37,29 @@ _KIND_MASK = 3
 
 @dataclass(slots=True)
 class Schedule:
-    """Per global node: start, end, blocked time (-1 = never ran); events processed."""
+    """Per global node (int64 arrays): start, end, blocked time (-1 = never ran); events
+    processed."""
 
-    start: list[int]
-    end: list[int]
-    wait: list[int]
+    start: np.ndarray
+    end: np.ndarray
+    wait: np.ndarray
     events: int
 
 
 def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
     """Simulate the plan to completion (or until nothing can move: see `Schedule.end`)."""
     n = plan.n
-    dur, gap, proc, role = plan.dur, plan.gap, plan.proc, plan.role
-    succ_ptr, succ = plan.succ_ptr, plan.succ
-    indeg, enq = list(plan.indeg), list(plan.enq)
+    # plain_dur[v]: the duration of a PLAIN node, ~duration (< 0) of the others: one
+    # lookup on the hot path tells both
+    plain_dur = np.where(plan.role == PLAIN, plan.dur, ~plan.dur).tolist()
+    gap, proc, role = plan.gap.tolist(), plan.proc.tolist(), plan.role.tolist()
+    succ_ptr, succ = plan.succ_ptr.tolist(), plan.succ.tolist()
+    indeg, enq = plan.indeg.tolist(), plan.enq.tolist()
     unlimited, is_stream, by_id = plan.unlimited, plan.is_stream, plan.by_id
-    match, inst_dur, inst_members = plan.match, plan.inst_dur, plan.inst_members
-    wait_in_gap = plan.wait_in_gap or [False] * n
+    inst_dur, inst_members = plan.inst_dur, plan.inst_members
+    has_match = np.flatnonzero(plan.match >= 0)
+    match = dict(zip(has_match.tolist(), plan.match[has_match].tolist(), strict=True))
+    wait_in_gap = plan.wait_in_gap.tolist()
     early_dst = plan.early_dst
     n_procs = len(unlimited)
     busy = [False] * n_procs
@@ -76,6 +83,10 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
     def finish_at(v: int, t: int) -> None:
         heappush(heap, (t << shift) | (v << 2))
 
+    def dur(v: int) -> int:
+        d = plain_dur[v]
+        return d if d >= 0 else ~d
+
     def dispatch(pi: int, t: int) -> None:
         if not dispatching[pi]:
             dispatching[pi] = True
@@ -89,8 +100,9 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
         start[v] = s
         if not unlimited[pi]:
             busy[pi] = True
-        if role[v] == PLAIN:
-            heappush(heap, ((s + dur[v]) << shift) | (v << 2))
+        d = plain_dur[v]
+        if d >= 0:
+            heappush(heap, ((s + d) << shift) | (v << 2))
         elif s > t:
             heappush(heap, (s << shift) | (v << 2) | START)
         else:
@@ -98,7 +110,7 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
 
     def special(v: int, s: int) -> None:
         r = role[v]
-        m = match[v]
+        m = match.get(v, -1)
         if r == COLLECTIVE and m >= 0:
             arrived[m] += 1
             if s > latest[m]:
@@ -128,15 +140,15 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
         elif r == SYNC_WAIT and sync is not None:
             slot, kind, stream, event = plan.sync_args[v]
             if not sync.block(v, slot, kind, stream, event):
-                finish_at(v, s + dur[v])
+                finish_at(v, s + dur(v))
         elif r == EVENT_RECORD and sync is not None:
             slot, _, stream, event = plan.sync_args[v]
             sync.record(slot, event, stream)
-            finish_at(v, s + dur[v])
+            finish_at(v, s + dur(v))
         elif r == LAUNCH:
             for e, latency in plan.early[v]:
                 heappush(heap, ((s + latency) << shift) | ((n + e) << 2) | RELEASE)
-            finish_at(v, s + dur[v])
+            finish_at(v, s + dur(v))
         elif r == STREAM_WAIT and sync is not None:
             slot, _, stream, event = plan.sync_args[v]
             marker = sync.add_marker(slot, event)
@@ -145,9 +157,9 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
                 queues[pw].append(-(marker + 1))
                 if not busy[pw]:
                     try_start(pw, s)
-            finish_at(v, s + dur[v])
+            finish_at(v, s + dur(v))
         else:
-            finish_at(v, s + dur[v])
+            finish_at(v, s + dur(v))
 
     def try_start(pi: int, t: int) -> None:
         if by_id:
@@ -187,7 +199,7 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
     def release(token: int, t: int) -> None:
         if token >= 0:
             wait[token] = t - start[token]
-            finish_at(token, t + dur[token])
+            finish_at(token, t + dur(token))
         else:
             try_start(-token - 1, t)
 
@@ -202,39 +214,40 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
                 heappush(heap, (t0 << shift) | (v << 2) | RELEASE)
             else:
                 enqueue(v, 0)
-    events = 0
+    other = 0
+    vmask = (1 << (PRIO_SHIFT - 2)) - 1
     while heap:
         key = heappop(heap)
-        events += 1
+        v = (key >> 2) & vmask
         t = key >> shift
-        kind = key & _KIND_MASK
-        v = (key >> 2) & ((1 << (PRIO_SHIFT - 2)) - 1)
-        if kind == START:
-            special(v, t)
+        if key & 3:
+            other += 1
+            kind = key & 3
+            if kind == START:
+                special(v, t)
+            elif kind == RELEASE:
+                if v < n:
+                    enqueue(v, t)
+                    continue
+                u = early_dst[v - n]
+                indeg[u] -= 1
+                enq[u] -= 1
+                if not enq[u]:
+                    enqueue(u, t)
+            else:
+                pi = v - n
+                dispatching[pi] = False
+                q = queues[pi]
+                if q and not busy[pi]:
+                    u = heappop(q)
+                    begin(u, pi, t)
             continue
-        if kind == RELEASE:
-            if v < n:
-                enqueue(v, t)
-                continue
-            u = early_dst[v - n]
-            indeg[u] -= 1
-            enq[u] -= 1
-            if not enq[u]:
-                enqueue(u, t)
-            continue
-        if kind == DISPATCH:
-            pi = v - n
-            dispatching[pi] = False
-            q = queues[pi]
-            if q and not busy[pi]:
-                u = heappop(q)
-                begin(u, pi, t)
-            continue
+        # a node finished (unlimited processors are never busy and have no gaps, so
+        # their busy/last_end entries are written but never read)
         end[v] = t
         pi = proc[v]
-        if not unlimited[pi]:
-            busy[pi] = False
-            last_end[pi] = t - wait[v] if wait_in_gap[v] else t
+        busy[pi] = False
+        last_end[pi] = t - wait[v] if wait_in_gap[v] else t
         if stream_procs[pi]:
             done = done_counts[pi] + 1
             done_counts[pi] = done
@@ -242,8 +255,7 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
             if w and w[0][0] <= done:
                 for token in sync.released(pi):  # type: ignore[union-attr]
                     release(token, t)
-        for idx in range(succ_ptr[v], succ_ptr[v + 1]):
-            e = succ[idx]
+        for e in succ[succ_ptr[v] : succ_ptr[v + 1]]:
             u = e >> 1
             r = indeg[u] - 1
             indeg[u] = r
@@ -262,32 +274,39 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
                 if r or busy[pu] or q:
                     q.append(u)
                     continue
-                s = t
-                gp = gap[u]
-                if gp and last_end[pu] + gp > s:
-                    s = last_end[pu] + gp
-                start[u] = s
-                busy[pu] = True
-                if role[u] == PLAIN:
-                    heappush(heap, ((s + dur[u]) << shift) | (u << 2))
-                elif s > t:
-                    heappush(heap, (s << shift) | (u << 2) | START)
-                else:
-                    special(u, s)
-            elif not r:
+            elif r:
+                continue
+            else:
                 pu = proc[u]
                 if unlimited[pu]:
                     begin(u, pu, t)
-                elif not busy[pu] and not by_id:
-                    q = queues[pu]
-                    if q and q[0] == u:
-                        q.popleft()
-                        begin(u, pu, t)
+                    continue
+                if busy[pu] or by_id:
+                    continue
+                q = queues[pu]
+                if not q or q[0] != u:
+                    continue
+                q.popleft()
+            s = t
+            gp = gap[u]
+            if gp and last_end[pu] + gp > s:
+                s = last_end[pu] + gp
+            start[u] = s
+            busy[pu] = True
+            d = plain_dur[u]
+            if d >= 0:
+                heappush(heap, ((s + d) << shift) | (u << 2))
+            elif s > t:
+                heappush(heap, (s << shift) | (u << 2) | START)
+            else:
+                special(u, s)
         q = queues[pi]
         if q and not busy[pi]:
             u = q[0]
-            if by_id or u < 0 or indeg[u]:
+            if by_id or u < 0:
                 try_start(pi, t)
+                continue
+            if indeg[u]:
                 continue
             q.popleft()
             s = t
@@ -296,10 +315,15 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
                 s = last_end[pi] + gp
             start[u] = s
             busy[pi] = True
-            if role[u] == PLAIN:
-                heappush(heap, ((s + dur[u]) << shift) | (u << 2))
+            d = plain_dur[u]
+            if d >= 0:
+                heappush(heap, ((s + d) << shift) | (u << 2))
             elif s > t:
                 heappush(heap, (s << shift) | (u << 2) | START)
             else:
                 special(u, s)
-    return Schedule(start, end, wait, events)
+    events = other + n - end.count(-1)
+    as_array = np.array
+    return Schedule(
+        as_array(start, np.int64), as_array(end, np.int64), as_array(wait, np.int64), events
+    )
