@@ -25,6 +25,7 @@ DUR_NS = "dur_ns"
 START_NS = "start_ns"
 GAP_NS = "gap_ns"
 DUR_ESTIMATED = "dur_estimated"
+HOST_OPS = "host_ops"
 DEVICE = "device"
 STREAM = "stream"
 TID = "tid"
@@ -57,6 +58,11 @@ NODE_ATTRS: tuple[AttrSpec, ...] = (
         DUR_ESTIMATED,
         "bool_val",
         "true: no measured duration (host-ET-only input); the simulator must estimate it",
+    ),
+    AttrSpec(
+        HOST_OPS,
+        "int64_val",
+        "host-ET-only CPU node: leaf ops of the host ET it stands for (itself, or the allocation/view leaves folded into it); absent = 1",
     ),
     AttrSpec(DEVICE, "int64_val", "GPU index of a GPU op"),
     AttrSpec(STREAM, "int64_val", "CUDA stream of a GPU op (standard name)"),

@@ -1,13 +1,14 @@
 """Building an execution graph from a host ET alone (no Kineto): shapes but no times.
 
-Each thread's leaf ops (in `rf_id` order, i.e. start order) become a chain of CPU tasks
-marked `dur_estimated`, so the simulator's cost model prices them. `nccl:*` ops become
+Each thread's tasks (`host_ops.select_tasks`: the innermost op of each call tree that
+launches kernels, with its allocations and views folded in; other leaves; comm ops), in
+`rf_id` order, i.e. start order, become a chain of CPU tasks marked `dur_estimated`, so the simulator's cost model prices them. `nccl:*` ops become
 COMM tasks on the rank's comm processor, fed by the op before them on the thread;
 `gloo:*` ops stay on their thread. A send/recv takes its peer and tag from the enclosing
 `c10d::send` / `c10d::recv_` op (its last two Int inputs: group rank, tag), so host-only
 pairs match across ranks; a comm op without `record_param_comms` takes its size from its
-own first tensor. The step is the last `ProfilerStep#N` subtree's
-`rf_id` range when there is one, else the whole trace.
+own first tensor. The step is the `rf_id` range of the last `ProfilerStep#N` that holds
+ops, else the whole trace. Which ops become tasks: `host_ops`.
 """
 
 from __future__ import annotations
@@ -22,18 +23,25 @@ from lumos.converters.comm import RECV, SEND, kind_of
 from lumos.converters.comm_tasks import P2P_OPS, CommContext
 from lumos.converters.host_et import CommArgs, HostTrace, tensor_nelems
 from lumos.converters.host_et_schema import PROCESS_GROUP_INIT, ROOT_NAMES
+from lumos.converters.host_ops import select_tasks
 from lumos.converters.steps import STEP_PREFIX
 from lumos.converters.tasks import TaskKind, TaskTable
 
 
 def step_rows(host: HostTrace) -> tuple[np.ndarray, str]:
-    """Rows of the last ProfilerStep (by rf_id range), or all rows."""
+    """Rows of the last ProfilerStep that holds ops (its `rf_id` range, up to the next
+    step), or all rows. A step the trace stopped in before its first op is skipped."""
     is_step = np.array([n.startswith(STEP_PREFIX) for n in host.names] or [False], bool)
     steps = np.flatnonzero(is_step[host.name])
     if not len(steps):
         return np.arange(len(host)), "whole trace"
-    last = steps[np.argsort(host.rf_id[steps], kind="stable")[-1]]
-    return np.flatnonzero(host.rf_id >= host.rf_id[last]), host.name_of(last)
+    steps = steps[np.argsort(host.rf_id[steps], kind="stable")]
+    ends = [*host.rf_id[steps[1:]].tolist(), np.iinfo(np.int64).max]
+    for step, end in reversed(list(zip(steps.tolist(), ends, strict=True))):
+        inside = (host.rf_id >= host.rf_id[step]) & (host.rf_id < end)
+        if np.count_nonzero(inside) > 1:
+            return np.flatnonzero(inside), host.name_of(step)
+    return np.arange(len(host)), "whole trace"
 
 
 def build_host_tasks(host: HostTrace, ctx: CommContext) -> tuple[TaskTable, str]:
@@ -48,13 +56,9 @@ def build_host_tasks(host: HostTrace, ctx: CommContext) -> tuple[TaskTable, str]
             ("gloo", lambda n: n.startswith("gloo:")),
         )
     }
-    name = host.name[rows]
-    included = host.id[rows]
-    has_child = np.isin(included, host.parent[rows])
-    comm = flags["nccl"][name] | flags["gloo"][name]
-    keep = ~flags["skip"][name] & ~flags["step"][name] & ~(has_child & ~comm)
-    rows = rows[keep]
-    rows = rows[np.lexsort((host.id[rows], host.rf_id[rows], host.tid[rows]))]
+    chosen = select_tasks(host, rows, flags["skip"] | flags["step"])
+    rows = chosen.rows
+    host_ops = chosen.host_ops.tolist()
     row_of_id = host.row_of_id()
     cols: dict[str, list[int]] = {k: [] for k in ("kind", "name", "tid", "host", "ctrl", "data1")}
     table = TaskTable(names)
@@ -73,6 +77,8 @@ def build_host_tasks(host: HostTrace, ctx: CommContext) -> tuple[TaskTable, str]
             args = host.comm.get(parent) if parent is not None else None
             p2p = _P2pInfo.of(host, row, row_of_id)
             kind, attrs[task] = _comm(host.name_of(row), args, p2p, ctx, seq)
+        elif host_ops[task] > 1:
+            attrs[task] = {cv.HOST_OPS: host_ops[task]}
         cols["kind"].append(kind)
         cols["name"].append(int(host.name[row]))
         cols["tid"].append(-1 if nccl else tid)

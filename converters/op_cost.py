@@ -505,6 +505,10 @@ def _table() -> dict[str, CostFn]:
 COST_TABLE: dict[str, CostFn] = _table()
 
 
+#: Namespaces whose ops are priced by `op_cost_fbgemm`.
+CUSTOM_OP_PREFIXES = ("fbgemm::", "torch::autograd::CppNode<SplitLookupFunction")
+
+
 def base_name(op_name: str) -> str:
     """`aten::add_` -> `add_`; `aten::mm.out` -> `mm`; other namespaces kept as-is."""
     name = op_name.split("::", 1)[1] if op_name.startswith("aten::") else op_name
@@ -521,6 +525,11 @@ def _formula(name: str) -> CostFn | None:
         return COST_TABLE[name[:-1]]
     if name[:1].isupper() and "Backward" in name:
         return _no_kernel  # an autograd node with no children passes gradients through
+    if name.startswith(CUSTOM_OP_PREFIXES):
+        # Imported here: the fbgemm formulas build on this module's types.
+        from lumos.converters.op_cost_fbgemm import fbgemm_formula
+
+        return fbgemm_formula(name)
     return None
 
 
@@ -567,3 +576,8 @@ def has_kernel_formula(op_name: str) -> bool:
     """
     fn = _formula(base_name(op_name))
     return fn is not None and fn is not _no_kernel
+
+
+def has_no_kernel(op_name: str) -> bool:
+    """True when `op_name` is known to launch no kernel (a view, an allocation, metadata)."""
+    return _formula(base_name(op_name)) is _no_kernel

@@ -155,7 +155,7 @@ def test_cross_device_copy_is_a_transfer_and_foreach_covers_lists() -> None:
 
 
 def test_unknown_ops_say_why() -> None:
-    cost = op_cost("fbgemm::permute_2D_sparse_data", [[4]], ["int"])
+    cost = op_cost("fbgemm::jagged_to_padded_dense", [[4]], ["int"])
     assert isinstance(cost, Unpriced) and "no cost formula" in cost.reason
     assert has_kernel_formula("aten::convolution_backward")
     assert not has_kernel_formula("aten::empty") and not has_kernel_formula("my::op")
