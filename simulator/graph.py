@@ -14,6 +14,8 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
+from itertools import chain
+from operator import attrgetter
 
 import numpy as np
 from lumos.converters import conventions as cv
@@ -201,53 +203,78 @@ def graph_from_et(
 ) -> RankGraph:
     """Build one rank's graph from its ET nodes (any producer).
 
+    Columns are gathered into Python lists in one pass over the nodes (only the
+    attributes the simulator reads are decoded) and become arrays at the end.
     Raises TraceFormatError on duplicate ids, or on dependencies on absent ids (naming
     the rank, node id and name) unless `repair`: then those dependencies count as
     satisfied at t = 0 and `dropped_deps` says how many there were.
     """
-    node_list = sorted(nodes, key=lambda node: node.id)
+    node_list = list(nodes)
+    ids = [node.id for node in node_list]
+    if len(ids) > 1 and bool((np.diff(np.asarray(ids, np.int64)) < 0).any()):
+        node_list.sort(key=attrgetter("id"))
+        ids = [node.id for node in node_list]
     n = len(node_list)
-    g = RankGraph.from_arrays(rank, n, names=[], pg_labels=[])
     name_ids: dict[str, int] = {}
+    name_idx = [name_ids.setdefault(node.name, len(name_ids)) for node in node_list]
+    types = [node.type for node in node_list]
+    dur_us = [node.duration_micros * 1000 for node in node_list]
+    deps = [(*node.data_deps, *node.ctrl_deps) for node in node_list]
+    g = RankGraph.from_arrays(
+        rank,
+        n,
+        ids=np.asarray(ids, np.int64),
+        names=list(name_ids),
+        name_idx=np.asarray(name_idx, np.int32),
+        type=np.asarray(types, np.int8),
+        dur_us_ns=np.asarray(dur_us, np.int64),
+        dur_ns=np.asarray([d or -1 for d in dur_us], np.int64),
+        pg_labels=[],
+    )
     label_ids: dict[str, int] = {}
-    deps_lists: list[list[int]] = []
     for i, node in enumerate(node_list):
-        g.ids[i] = node.id
-        g.name_idx[i] = name_ids.setdefault(node.name, len(name_ids))
-        g.type[i] = node.type
-        g.dur_us_ns[i] = node.duration_micros * 1000
-        a = {x.name: attr_value(x) for x in node.attr if x.name in _WANTED}
-        dur = a.get(cv.DUR_NS)
-        g.dur_ns[i] = int(dur) if dur is not None else (node.duration_micros * 1000 or -1)
-        deps_lists.append([*node.data_deps, *node.ctrl_deps])
-        if not a:
-            continue
-        g.is_cpu_op[i] = bool(a.get("is_cpu_op", False))
-        g.stream[i] = _int(a.get(cv.STREAM))
-        g.tid[i] = _int(a.get(cv.TID))
-        g.gap_ns[i] = max(_int(a.get(cv.GAP_NS), 0), 0)
-        g.start_ns[i] = _int(a.get(cv.START_NS))
-        if node.type in COMM_TYPES:
-            _fill_comm(g, i, node.type, a, label_ids)
-        elif a.get(cv.DUR_ESTIMATED):
-            g.op_inputs[i] = (node.inputs.shapes, node.inputs.types, node.inputs.values)
-        elif g.dur_ns[i] <= 0 and (cv.FLOPS in a or cv.BYTES in a):
-            g.op_work[i] = (float(a.get(cv.FLOPS) or 0), float(a.get(cv.BYTES) or 0))
-        kind = a.get(cv.SYNC_KIND)
-        if kind in _SYNC_NAMES:
-            g.sync_kind[i] = _SYNC_NAMES[str(kind)]
-            g.sync_stream[i] = _int(a.get(cv.SYNC_STREAM))
-            g.sync_event[i] = _int(a.get(cv.SYNC_EVENT))
-        elif cv.EVENT_RECORD in a:
-            g.sync_kind[i] = SyncKind.EVENT_RECORD
-            g.sync_stream[i] = _int(a.get(cv.SYNC_STREAM))
-            g.sync_event[i] = _int(a.get(cv.EVENT_RECORD))
-    g.names = list(name_ids)
+        if node.attr:
+            a = _wanted_attrs(node)
+            if a:
+                _fill_attrs(g, i, node, a, label_ids)
     g.pg_labels = list(label_ids)
-    _fill_deps(g, deps_lists, source, repair)
+    _fill_deps(g, deps, source, repair)
     _fill_metadata(g, metadata)
     g.source = source
     return g
+
+
+def _wanted_attrs(node: pb.Node) -> dict[str, object]:
+    """The node's attributes the simulator reads (last one wins), decoded."""
+    return {x.name: attr_value(x) for x in node.attr if x.name in _WANTED}
+
+
+def _fill_attrs(
+    g: RankGraph, i: int, node: pb.Node, a: dict[str, object], label_ids: dict[str, int]
+) -> None:
+    dur = a.get(cv.DUR_NS)
+    if dur is not None:
+        g.dur_ns[i] = int(dur)  # type: ignore[call-overload]
+    g.is_cpu_op[i] = bool(a.get("is_cpu_op", False))
+    g.stream[i] = _int(a.get(cv.STREAM))
+    g.tid[i] = _int(a.get(cv.TID))
+    g.gap_ns[i] = max(_int(a.get(cv.GAP_NS), 0), 0)
+    g.start_ns[i] = _int(a.get(cv.START_NS))
+    if node.type in COMM_TYPES:
+        _fill_comm(g, i, node.type, a, label_ids)
+    elif a.get(cv.DUR_ESTIMATED):
+        g.op_inputs[i] = (node.inputs.shapes, node.inputs.types, node.inputs.values)
+    elif g.dur_ns[i] <= 0 and (cv.FLOPS in a or cv.BYTES in a):
+        g.op_work[i] = (float(a.get(cv.FLOPS) or 0), float(a.get(cv.BYTES) or 0))  # type: ignore[arg-type]
+    kind = a.get(cv.SYNC_KIND)
+    if kind in _SYNC_NAMES:
+        g.sync_kind[i] = _SYNC_NAMES[str(kind)]
+        g.sync_stream[i] = _int(a.get(cv.SYNC_STREAM))
+        g.sync_event[i] = _int(a.get(cv.SYNC_EVENT))
+    elif cv.EVENT_RECORD in a:
+        g.sync_kind[i] = SyncKind.EVENT_RECORD
+        g.sync_stream[i] = _int(a.get(cv.SYNC_STREAM))
+        g.sync_event[i] = _int(a.get(cv.EVENT_RECORD))
 
 
 def _fill_comm(
@@ -270,32 +297,35 @@ def _fill_comm(
         g.pg_ranks[i] = tuple(int(r) for r in ranks)  # type: ignore[attr-defined]
 
 
-def _fill_deps(g: RankGraph, deps_lists: list[list[int]], source: str, repair: bool) -> None:
-    index = {int(node_id): i for i, node_id in enumerate(g.ids.tolist())}
-    if len(index) != len(g.ids):
+def _fill_deps(g: RankGraph, deps: list[tuple[int, ...]], source: str, repair: bool) -> None:
+    """CSR predecessors (node indices) from each node's dependency ids, in order, each
+    predecessor once; vectorised: ids map to indices by binary search on sorted ids."""
+    n = len(g)
+    if n > 1 and not bool((np.diff(g.ids) > 0).all()):
         dup = int(g.ids[np.nonzero(np.diff(g.ids) == 0)[0][0]])
         raise TraceFormatError(source, f"rank {g.rank}: node id {dup} appears twice")
-    ptr = np.zeros(len(deps_lists) + 1, np.int64)
-    flat: list[int] = []
-    for i, deps in enumerate(deps_lists):
-        seen = set()
-        for d in deps:
-            j = index.get(d)
-            if j is None:
-                if repair:
-                    g.dropped_deps += 1
-                    continue
-                raise TraceFormatError(
-                    source,
-                    f"{g.where(i)} depends on node {d}, which is not in the file "
-                    "(--repair drops such dependencies)",
-                )
-            if j not in seen:
-                seen.add(j)
-                flat.append(j)
-        ptr[i + 1] = len(flat)
+    counts = np.fromiter(map(len, deps), np.int64, n)
+    flat = np.fromiter(chain.from_iterable(deps), np.int64, int(counts.sum()))
+    owner = np.repeat(np.arange(n, dtype=np.int64), counts)
+    pos = np.minimum(np.searchsorted(g.ids, flat), max(n - 1, 0))
+    found = g.ids[pos] == flat if n else np.zeros(len(flat), bool)
+    if not found.all():
+        if not repair:
+            first = int(np.argmin(found))
+            raise TraceFormatError(
+                source,
+                f"{g.where(int(owner[first]))} depends on node {int(flat[first])}, which is "
+                "not in the file (--repair drops such dependencies)",
+            )
+        g.dropped_deps += int((~found).sum())
+        owner, pos = owner[found], pos[found]
+    _, first_seen = np.unique(owner * max(n, 1) + pos, return_index=True)
+    keep = np.sort(first_seen)
+    owner, pos = owner[keep], pos[keep]
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(owner, minlength=n), out=ptr[1:])
     g.dep_ptr = ptr
-    g.dep_idx = np.asarray(flat, np.int32)
+    g.dep_idx = pos.astype(np.int32)
 
 
 def _fill_metadata(g: RankGraph, metadata: pb.GlobalMetadata) -> None:

@@ -9,12 +9,17 @@ ASTRA-sim's 2-D examples, still pair correctly).
 
 from __future__ import annotations
 
+import gzip
+import io
 import logging
-from collections.abc import Mapping, Sequence
+import tarfile
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import IO, cast
 
 import numpy as np
-from lumos.converters.et_files import find_et_sources
+from lumos.converters.et_files import EtSource, find_et_sources
+from lumos.converters.et_io import GZIP_MAGIC, EtReader
 from lumos.simulator.graph import COLL, RankGraph, graph_from_et
 from lumos.simulator.graph_checks import cycle_problems, drop_forward_deps
 
@@ -36,8 +41,8 @@ def load_graphs(
     are logged as warnings.
     """
     graphs = []
-    for source in find_et_sources(target):
-        with source.open() as reader:
+    for source, reader in _open_all(find_et_sources(target)):
+        with reader:
             g = graph_from_et(source.rank, reader.metadata, reader, source.path, repair)
         if g.dropped_deps:
             log.warning("%s: ignored %d dependencies on absent nodes", source.path, g.dropped_deps)
@@ -49,6 +54,33 @@ def load_graphs(
         graphs.append(g)
     resolve_groups(graphs, comm_groups)
     return graphs
+
+
+def _open_all(sources: list[EtSource]) -> Iterator[tuple[EtSource, EtReader]]:
+    """A reader per source; the members of a tar are read in one pass over the archive
+    (opening it once per rank rescans its index every time)."""
+    archives = {s.archive for s in sources if s.archive is not None}
+    if len(archives) != 1 or len(sources) < 2:
+        for source in sources:
+            yield source, source.open()
+        return
+    wanted = {s.member: s for s in sources}
+    data: dict[str, bytes] = {}
+    with tarfile.open(archives.pop()) as tar:
+        for member in tar:
+            if member.name in wanted and member.isfile():
+                handle = tar.extractfile(member)
+                if handle is not None:
+                    data[member.name] = handle.read()
+    for source in sources:
+        raw = data.get(source.member or "")
+        if raw is None:
+            yield source, source.open()
+            continue
+        stream: IO[bytes] = io.BytesIO(raw)
+        if raw[:2] == GZIP_MAGIC:
+            stream = cast(IO[bytes], gzip.GzipFile(fileobj=stream, mode="rb"))
+        yield source, EtReader(source.path, stream=stream)
 
 
 def _label_key(label: str) -> str:
