@@ -173,6 +173,7 @@ def _run_all() -> dict[str, np.ndarray]:
             out[f"{name}|error"] = np.frombuffer(f"{type(exc).__name__}: {exc}".encode(), np.uint8)
             print(f"{name}: error {type(exc).__name__}")
             continue
+        out[f"{name}|events"] = np.asarray([result.stats["events"]], np.int64)
         out[f"{name}|iteration"] = np.asarray(
             [result.iteration_time_ns] + [r.iteration_time_ns for r in result.ranks], np.int64
         )

@@ -31,8 +31,13 @@ from lumos.simulator.plan import (
 )
 from lumos.simulator.sync import RuntimeSync
 
-FINISH, START, DISPATCH, RELEASE = 0, 1, 2, 3
-_KIND_MASK = 3
+# Event kinds in the low bits of the heap item (`node << KIND_BITS | kind`); their order
+# breaks ties at one instant for one node. A PLAIN node's finish is told apart from a
+# special node's so the hot path skips what only special nodes need (their end time
+# and waits); a PLAIN node's end is its start plus its duration, filled in at the end.
+FINISH, FINISH_SPECIAL, START, DISPATCH, RELEASE = 0, 1, 2, 4, 6
+KIND_BITS = 3
+_KIND_MASK = (1 << KIND_BITS) - 1
 
 
 @dataclass(slots=True)
@@ -81,7 +86,7 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
     shift = TIME_SHIFT
 
     def finish_at(v: int, t: int) -> None:
-        heappush(heap, (t << shift) | (v << 2))
+        heappush(heap, (t << shift) | (v << 3) | FINISH_SPECIAL)
 
     def dur(v: int) -> int:
         d = plain_dur[v]
@@ -90,7 +95,7 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
     def dispatch(pi: int, t: int) -> None:
         if not dispatching[pi]:
             dispatching[pi] = True
-            heappush(heap, (t << shift) | (1 << PRIO_SHIFT) | ((n + pi) << 2) | DISPATCH)
+            heappush(heap, (t << shift) | (1 << PRIO_SHIFT) | ((n + pi) << 3) | DISPATCH)
 
     def begin(v: int, pi: int, t: int) -> None:
         s = t
@@ -102,9 +107,9 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
             busy[pi] = True
         d = plain_dur[v]
         if d >= 0:
-            heappush(heap, ((s + d) << shift) | (v << 2))
+            heappush(heap, ((s + d) << shift) | (v << 3))
         elif s > t:
-            heappush(heap, (s << shift) | (v << 2) | START)
+            heappush(heap, (s << shift) | (v << 3) | START)
         else:
             special(v, s)
 
@@ -118,10 +123,10 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
             members = inst_members[m]
             if arrived[m] == len(members):
                 t0 = latest[m]
-                e = t0 + inst_dur[m]
+                e = (t0 + inst_dur[m]) << shift
                 for u in members:
                     wait[u] = t0 - start[u]
-                    finish_at(u, e)
+                    heappush(heap, e | (u << 3) | FINISH_SPECIAL)
         elif r == P2P_SEND and m >= 0:
             msg = s + inst_dur[m]
             finish_at(v, msg)
@@ -147,7 +152,7 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
             finish_at(v, s + dur(v))
         elif r == LAUNCH:
             for e, latency in plan.early[v]:
-                heappush(heap, ((s + latency) << shift) | ((n + e) << 2) | RELEASE)
+                heappush(heap, ((s + latency) << shift) | ((n + e) << 3) | RELEASE)
             finish_at(v, s + dur(v))
         elif r == STREAM_WAIT and sync is not None:
             slot, _, stream, event = plan.sync_args[v]
@@ -204,28 +209,39 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
             try_start(-token - 1, t)
 
     slot_start = plan.slot_start or [0] * (len(plan.offsets) - 1)
+    roots = np.flatnonzero(plan.enq == 0)
+    first_root = np.searchsorted(roots, plan.offsets).tolist()
+    roots_list = roots.tolist()
     for k, t0 in enumerate(slot_start):
         for pi in range(plan.proc_offsets[k], plan.proc_offsets[k + 1]):
             last_end[pi] = t0
-        for v in range(plan.offsets[k], plan.offsets[k + 1]):
-            if enq[v]:
-                continue
+        for v in roots_list[first_root[k] : first_root[k + 1]]:
             if t0:
-                heappush(heap, (t0 << shift) | (v << 2) | RELEASE)
+                heappush(heap, (t0 << shift) | (v << 3) | RELEASE)
             else:
                 enqueue(v, 0)
     other = 0
-    vmask = (1 << (PRIO_SHIFT - 2)) - 1
+    vmask = (1 << (PRIO_SHIFT - KIND_BITS)) - 1
     while heap:
         key = heappop(heap)
-        v = (key >> 2) & vmask
+        v = (key >> 3) & vmask
         t = key >> shift
-        if key & 3:
+        low = key & 7
+        if not low:
+            pi = proc[v]
+            busy[pi] = False
+            last_end[pi] = t
+        elif low == FINISH_SPECIAL:
+            end[v] = t
+            pi = proc[v]
+            # unlimited processors are never busy and have no gaps: harmless writes
+            busy[pi] = False
+            last_end[pi] = t - wait[v] if wait_in_gap[v] else t
+        else:
             other += 1
-            kind = key & 3
-            if kind == START:
+            if low == START:
                 special(v, t)
-            elif kind == RELEASE:
+            elif low == RELEASE:
                 if v < n:
                     enqueue(v, t)
                     continue
@@ -242,12 +258,6 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
                     u = heappop(q)
                     begin(u, pi, t)
             continue
-        # a node finished (unlimited processors are never busy and have no gaps, so
-        # their busy/last_end entries are written but never read)
-        end[v] = t
-        pi = proc[v]
-        busy[pi] = False
-        last_end[pi] = t - wait[v] if wait_in_gap[v] else t
         if stream_procs[pi]:
             done = done_counts[pi] + 1
             done_counts[pi] = done
@@ -295,9 +305,9 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
             busy[pu] = True
             d = plain_dur[u]
             if d >= 0:
-                heappush(heap, ((s + d) << shift) | (u << 2))
+                heappush(heap, ((s + d) << shift) | (u << 3))
             elif s > t:
-                heappush(heap, (s << shift) | (u << 2) | START)
+                heappush(heap, (s << shift) | (u << 3) | START)
             else:
                 special(u, s)
         q = queues[pi]
@@ -317,13 +327,13 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
             busy[pi] = True
             d = plain_dur[u]
             if d >= 0:
-                heappush(heap, ((s + d) << shift) | (u << 2))
+                heappush(heap, ((s + d) << shift) | (u << 3))
             elif s > t:
-                heappush(heap, (s << shift) | (u << 2) | START)
+                heappush(heap, (s << shift) | (u << 3) | START)
             else:
                 special(u, s)
-    events = other + n - end.count(-1)
-    as_array = np.array
-    return Schedule(
-        as_array(start, np.int64), as_array(end, np.int64), as_array(wait, np.int64), events
-    )
+    start_ns, end_ns = np.array(start, np.int64), np.array(end, np.int64)
+    plain = (plan.role == PLAIN) & (start_ns >= 0)
+    end_ns[plain] = start_ns[plain] + plan.dur[plain]
+    events = other + int(np.count_nonzero(end_ns >= 0))
+    return Schedule(start_ns, end_ns, np.array(wait, np.int64), events)
