@@ -71,7 +71,7 @@ def _timing_key(g: RankGraph, offset: int) -> tuple:
     parts: list[object] = [offset, tuple(len(grp) for grp in g.groups)]
     for name in _TIMING_FIELDS:
         arr = np.ascontiguousarray(getattr(g, name))
-        parts.append((arr.dtype.str, arr.shape, zlib.crc32(arr)))
+        parts.append((arr.dtype.str, arr.shape, zlib.crc32(arr.view(np.uint8).data)))
     return tuple(parts)
 
 
