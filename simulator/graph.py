@@ -11,7 +11,7 @@ benchmarks). Missing values are -1 in integer arrays.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from itertools import chain
@@ -231,12 +231,15 @@ def graph_from_et(
         dur_ns=np.asarray([d or -1 for d in dur_us], np.int64),
         pg_labels=[],
     )
-    label_ids: dict[str, int] = {}
+    items = []
     for i, node in enumerate(node_list):
-        if node.attr:
-            a = _wanted_attrs(node)
+        attrs = node.attr
+        if attrs:
+            a = _wanted_attrs(attrs)
             if a:
-                _fill_attrs(g, i, node, a, label_ids)
+                items.append((i, a))
+    label_ids: dict[str, int] = {}
+    _fill_attrs(g, items, node_list, label_ids)
     g.pg_labels = list(label_ids)
     _fill_deps(g, deps, source, repair)
     _fill_metadata(g, metadata)
@@ -244,37 +247,76 @@ def graph_from_et(
     return g
 
 
-def _wanted_attrs(node: pb.Node) -> dict[str, object]:
-    """The node's attributes the simulator reads (last one wins), decoded."""
-    return {x.name: attr_value(x) for x in node.attr if x.name in _WANTED}
+def _list_getter(field: str) -> Callable[[pb.AttributeProto], object]:
+    return lambda x: list(getattr(x, field).values)
+
+
+#: Decoder of an attribute's value by its oneof field (what `attr_value` returns).
+_GETTERS: dict[str | None, Callable[[pb.AttributeProto], object]] = {
+    f.name: _list_getter(f.name) if f.name.endswith("_list") else attrgetter(f.name)
+    for f in pb.AttributeProto.DESCRIPTOR.oneofs_by_name["value"].fields
+}
+_GETTERS[None] = lambda x: None
+#: Attributes that need more than a column: cost-model inputs and runtime syncs.
+_RARE = frozenset({cv.DUR_ESTIMATED, cv.FLOPS, cv.BYTES, cv.SYNC_KIND, cv.EVENT_RECORD})
+
+
+def _int_column(items: list[tuple[int, dict[str, object]]], key: str, default: int) -> list[int]:
+    """`_int(a.get(key), default)` for every item (plain ints taken as they are)."""
+    get = [a.get(key) for _, a in items]
+    return [v if type(v) is int else _int(v, default) for v in get]
+
+
+def _wanted_attrs(attrs: Iterable[pb.AttributeProto]) -> dict[str, object]:
+    """The attributes the simulator reads (last one wins), decoded."""
+    a: dict[str, object] = {}
+    for x in attrs:
+        name = x.name
+        if name in _WANTED:
+            a[name] = _GETTERS[x.WhichOneof("value")](x)
+    return a
 
 
 def _fill_attrs(
-    g: RankGraph, i: int, node: pb.Node, a: dict[str, object], label_ids: dict[str, int]
+    g: RankGraph,
+    items: list[tuple[int, dict[str, object]]],
+    node_list: list[pb.Node],
+    label_ids: dict[str, int],
 ) -> None:
-    dur = a.get(cv.DUR_NS)
-    if dur is not None:
-        g.dur_ns[i] = int(dur)  # type: ignore[call-overload]
-    g.is_cpu_op[i] = bool(a.get("is_cpu_op", False))
-    g.stream[i] = _int(a.get(cv.STREAM))
-    g.tid[i] = _int(a.get(cv.TID))
-    g.gap_ns[i] = max(_int(a.get(cv.GAP_NS), 0), 0)
-    g.start_ns[i] = _int(a.get(cv.START_NS))
-    if node.type in COMM_TYPES:
-        _fill_comm(g, i, node.type, a, label_ids)
-    elif a.get(cv.DUR_ESTIMATED):
-        g.op_inputs[i] = (node.inputs.shapes, node.inputs.types, node.inputs.values)
-    elif g.dur_ns[i] <= 0 and (cv.FLOPS in a or cv.BYTES in a):
-        g.op_work[i] = (float(a.get(cv.FLOPS) or 0), float(a.get(cv.BYTES) or 0))  # type: ignore[arg-type]
-    kind = a.get(cv.SYNC_KIND)
-    if kind in _SYNC_NAMES:
-        g.sync_kind[i] = _SYNC_NAMES[str(kind)]
-        g.sync_stream[i] = _int(a.get(cv.SYNC_STREAM))
-        g.sync_event[i] = _int(a.get(cv.SYNC_EVENT))
-    elif cv.EVENT_RECORD in a:
-        g.sync_kind[i] = SyncKind.EVENT_RECORD
-        g.sync_stream[i] = _int(a.get(cv.SYNC_STREAM))
-        g.sync_event[i] = _int(a.get(cv.EVENT_RECORD))
+    """Set the attribute columns of the nodes in `items` ((index, wanted attributes)),
+    a column at a time; communication, cost-model and sync attributes node by node."""
+    if not items:
+        return
+    idx = [i for i, _ in items]
+    durs = [(i, a[cv.DUR_NS]) for i, a in items if a.get(cv.DUR_NS) is not None]
+    if durs:
+        g.dur_ns[[i for i, _ in durs]] = [int(v) for _, v in durs]  # type: ignore[call-overload]
+    g.is_cpu_op[idx] = [bool(a.get("is_cpu_op", False)) for _, a in items]
+    g.stream[idx] = _int_column(items, cv.STREAM, -1)
+    g.tid[idx] = _int_column(items, cv.TID, -1)
+    g.gap_ns[idx] = np.maximum(_int_column(items, cv.GAP_NS, 0), 0)
+    g.start_ns[idx] = _int_column(items, cv.START_NS, -1)
+    for i, a in items:
+        node = node_list[i]
+        ntype = node.type
+        if ntype in COMM_TYPES:
+            _fill_comm(g, i, ntype, a, label_ids)
+        elif _RARE.isdisjoint(a):
+            continue
+        elif a.get(cv.DUR_ESTIMATED):
+            g.op_inputs[i] = (node.inputs.shapes, node.inputs.types, node.inputs.values)
+        elif g.dur_ns[i] <= 0 and (cv.FLOPS in a or cv.BYTES in a):
+            flops, size = a.get(cv.FLOPS) or 0, a.get(cv.BYTES) or 0
+            g.op_work[i] = (float(flops), float(size))  # type: ignore[arg-type]
+        kind = a.get(cv.SYNC_KIND)
+        if kind in _SYNC_NAMES:
+            g.sync_kind[i] = _SYNC_NAMES[str(kind)]
+            g.sync_stream[i] = _int(a.get(cv.SYNC_STREAM))
+            g.sync_event[i] = _int(a.get(cv.SYNC_EVENT))
+        elif cv.EVENT_RECORD in a:
+            g.sync_kind[i] = SyncKind.EVENT_RECORD
+            g.sync_stream[i] = _int(a.get(cv.SYNC_STREAM))
+            g.sync_event[i] = _int(a.get(cv.EVENT_RECORD))
 
 
 def _fill_comm(
