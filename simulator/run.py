@@ -215,7 +215,7 @@ def _assemble(
             wait_ns=wait[lo:hi],
             proc=a.proc,
             type=g.type,
-            is_comm=np.isin(g.type, (SEND, RECV, COLL)),
+            is_comm=(g.type == SEND) | (g.type == RECV) | (g.type == COLL),
             name_idx=g.name_idx,
             match=match[lo:hi],
             names=g.names,
