@@ -37,7 +37,8 @@ class Plan:
     instance instead), `gap`, `proc`, `role`, `indeg` / `enq` (dependency counts: all,
     and those that enqueue the node), `wait_in_gap`, `match` (instance id, -1: none;
     filled with `inst_dur`/`inst_members` by the caller). Successors in CSR form:
-    `succ[succ_ptr[v]:succ_ptr[v + 1]]` = `2 * node + enqueues`.
+    `succ[succ_ptr[v]:succ_ptr[v + 1]]` = `4 * node + 2 * sole + enqueues`, `sole` when
+    the edge is the node's only dependency (then no counter needs decrementing).
 
     `slot_start[k]`: when simulated slot k starts its step (ns; empty = all at 0); its
     nodes with no enqueueing dependency enter their queues then, and a thread's first
@@ -197,6 +198,7 @@ def build_plan(
     enq = np.bincount(dst[flag], minlength=n)
     src, dst, flag = src[~is_early], dst[~is_early], flag[~is_early]
     order = np.argsort(src, kind="stable")
+    sole = flag & (indeg[dst] == 1)
     succ_ptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(src, minlength=n), out=succ_ptr[1:])
     processors = [(k, p) for k, a in enumerate(assignments) for p in a.processors]
@@ -214,7 +216,7 @@ def build_plan(
         proc=job.proc,
         role=role,
         succ_ptr=succ_ptr,
-        succ=dst[order] * 2 + flag[order],
+        succ=dst[order] * 4 + sole[order] * 2 + flag[order],
         indeg=indeg,
         enq=enq,
         unlimited=[p.kind == ProcKind.META for _, p in processors],

@@ -266,14 +266,9 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
                 for token in sync.released(pi):  # type: ignore[union-attr]
                     release(token, t)
         for e in succ[succ_ptr[v] : succ_ptr[v + 1]]:
-            u = e >> 1
-            r = indeg[u] - 1
-            indeg[u] = r
-            if e & 1:
-                c = enq[u] - 1
-                enq[u] = c
-                if c:
-                    continue
+            u = e >> 2
+            if e & 2:  # u's only dependency, and it enqueues u
+                indeg[u] = 0
                 pu = proc[u]
                 if not fifo[pu]:
                     enqueue(u, t)
@@ -281,22 +276,40 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
                 if stream_procs[pu]:
                     enq_counts[pu] += 1
                 q = queues[pu]
-                if r or busy[pu] or q:
+                if busy[pu] or q:
                     q.append(u)
                     continue
-            elif r:
-                continue
             else:
-                pu = proc[u]
-                if unlimited[pu]:
-                    begin(u, pu, t)
+                r = indeg[u] - 1
+                indeg[u] = r
+                if e & 1:
+                    c = enq[u] - 1
+                    enq[u] = c
+                    if c:
+                        continue
+                    pu = proc[u]
+                    if not fifo[pu]:
+                        enqueue(u, t)
+                        continue
+                    if stream_procs[pu]:
+                        enq_counts[pu] += 1
+                    q = queues[pu]
+                    if r or busy[pu] or q:
+                        q.append(u)
+                        continue
+                elif r:
                     continue
-                if busy[pu] or by_id:
-                    continue
-                q = queues[pu]
-                if not q or q[0] != u:
-                    continue
-                q.popleft()
+                else:
+                    pu = proc[u]
+                    if unlimited[pu]:
+                        begin(u, pu, t)
+                        continue
+                    if busy[pu] or by_id:
+                        continue
+                    q = queues[pu]
+                    if not q or q[0] != u:
+                        continue
+                    q.popleft()
             s = t
             gp = gap[u]
             if gp and last_end[pu] + gp > s:
