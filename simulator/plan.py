@@ -140,6 +140,8 @@ def _edges(job: _Job, ablate: bool, native: bool) -> tuple[np.ndarray, np.ndarra
         lmask = launched[dst]
         keep &= ~(lmask & (proc[src] == proc[dst]))
         flag = ~lmask | cpu_src
+    if keep.all():
+        return src, dst, flag
     return src[keep], dst[keep], flag[keep]
 
 
@@ -196,7 +198,8 @@ def build_plan(
         early.setdefault(v, []).append((e, latency))
     indeg = np.bincount(dst, minlength=n)
     enq = np.bincount(dst[flag], minlength=n)
-    src, dst, flag = src[~is_early], dst[~is_early], flag[~is_early]
+    if early_src:
+        src, dst, flag = src[~is_early], dst[~is_early], flag[~is_early]
     order = np.argsort(src, kind="stable")
     sole = flag & (indeg[dst] == 1)
     succ_ptr = np.zeros(n + 1, np.int64)
