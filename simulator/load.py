@@ -20,7 +20,8 @@ from typing import IO, cast
 import numpy as np
 from lumos.converters.et_files import EtSource, find_et_sources
 from lumos.converters.et_io import GZIP_MAGIC, EtReader
-from lumos.simulator.graph import COLL, RankGraph, graph_from_et
+from lumos.simulator.graph import COLL, RankGraph
+from lumos.simulator.graph_build import graph_from_et
 from lumos.simulator.graph_checks import cycle_problems, drop_forward_deps
 
 WORLD_LABELS = ("", "0")

@@ -9,7 +9,8 @@ import pytest
 from lumos.converters.attrs import make_attr
 from lumos.converters.et_files import find_et_sources
 from lumos.proto import pb
-from lumos.simulator.graph import COMP, graph_from_et
+from lumos.simulator.graph import COMP
+from lumos.simulator.graph_build import graph_from_et
 from lumos.simulator.load import load_graphs
 
 from lumos.errors import TraceFormatError
