@@ -54,14 +54,20 @@ class Schedule:
     events: int
 
 
+def _ints(values: np.ndarray) -> array:
+    """Read-only per-node integers as a machine-int array: reading one makes its Python
+    int on the spot, cheaper overall than `tolist()` making them all up front."""
+    return array("q", np.ascontiguousarray(values, np.int64).tobytes())
+
+
 def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
     """Simulate the plan to completion (or until nothing can move: see `Schedule.end`)."""
     n = plan.n
     # plain_dur[v]: the duration of a PLAIN node, ~duration (< 0) of the others: one
     # lookup on the hot path tells both
-    plain_dur = np.where(plan.role == PLAIN, plan.dur, ~plan.dur).tolist()
-    gap, proc, role = plan.gap.tolist(), plan.proc.tolist(), plan.role.tolist()
-    succ_ptr, succ = plan.succ_ptr.tolist(), plan.succ.tolist()
+    plain_dur = _ints(np.where(plan.role == PLAIN, plan.dur, ~plan.dur))
+    gap, proc, role = _ints(plan.gap), plan.proc.tolist(), plan.role.tolist()
+    succ_ptr, succ = _ints(plan.succ_ptr), _ints(plan.succ)
     indeg, enq = plan.indeg.tolist(), plan.enq.tolist()
     unlimited, is_stream, by_id = plan.unlimited, plan.is_stream, plan.by_id
     inst_dur, inst_members = plan.inst_dur, plan.inst_members
