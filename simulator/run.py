@@ -11,8 +11,10 @@ SimulationError naming the stuck nodes).
 
 from __future__ import annotations
 
+import gc
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
 from itertools import chain
@@ -88,6 +90,25 @@ def simulate(
     mode = Mode(opts.mode)
     if mode is not Mode.REPLAY and opts.pricer is None:
         raise ConfigError(f"mode {mode.value!r} needs a network pricer (--hw or ASTRA-sim configs)")
+    with _gc_paused():
+        return _simulate(source, opts, mode)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector (restored on exit): a run allocates
+    hundreds of thousands of objects, none of them cyclic garbage worth hunting mid-run,
+    and each collection would walk them all."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _simulate(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: Mode) -> SimResult:
     t0 = time.perf_counter()
     graphs = (
         load_graphs(source, opts.comm_groups, opts.repair)
