@@ -7,12 +7,17 @@ refactors of the simulator's load/plan/loop path that must not change any result
 Converted captures (lumos convert of tests/data/captures, HTA/TraceLens, DLRM) are written
 once to a cache folder and reused, so converter changes do not move the baseline.
 
-Run: python scripts/sim_golden.py record /tmp/sim_golden.npz
-     python scripts/sim_golden.py check /tmp/sim_golden.npz
+The baseline comes from the code before the change: `--simulator DIR` runs the
+`lumos.simulator` package found in DIR instead of the installed one, e.g.
+
+    git archive <base-commit> simulator | tar -x -C /tmp/base
+    python scripts/sim_golden.py record /tmp/sim_golden.npz --simulator /tmp/base/simulator
+    python scripts/sim_golden.py check /tmp/sim_golden.npz
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import sys
@@ -20,14 +25,9 @@ import tarfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from lumos.simulator.astra_compat import AstraPricer
-from lumos.simulator.costmodel import CostModel
-from lumos.simulator.load import load_graphs
-from lumos.simulator.network import pricer_for_job
-from lumos.simulator.run import Mode, SimOptions, simulate
-from lumos.simulator.synthetic import StepShape, synthetic_step
 
 REPO = Path(__file__).resolve().parents[1]
 FIX = REPO.parent / "shared" / "fixtures"
@@ -88,6 +88,8 @@ def _chakra_feeder() -> Path:
 
 
 def _graph_digest(target: Path, **kw: object) -> str:
+    from lumos.simulator.load import load_graphs
+
     h = hashlib.blake2b(digest_size=16)
     for g in load_graphs(target, **kw):  # type: ignore[arg-type]
         h.update(
@@ -106,11 +108,16 @@ def _graph_digest(target: Path, **kw: object) -> str:
     return h.hexdigest()
 
 
-def _cases() -> Iterator[tuple[str, Callable[[], object], Callable[[], SimOptions], dict]]:
+def _cases() -> Iterator[tuple[str, Callable[[], object], Callable[[], Any], dict]]:
     """(name, source factory, options factory, load kwargs) for every case."""
-    h100 = CostModel.for_gpu(
-        __import__("lumos.hwconfigs.load", fromlist=["x"]).load_system("h100").gpu
-    )
+    from lumos.hwconfigs.load import load_system
+    from lumos.simulator.astra_compat import AstraPricer
+    from lumos.simulator.costmodel import CostModel
+    from lumos.simulator.network import pricer_for_job
+    from lumos.simulator.run import Mode, SimOptions
+    from lumos.simulator.synthetic import StepShape, synthetic_step
+
+    h100 = CostModel.for_gpu(load_system("h100").gpu)
 
     def model(n: int, **kw: object) -> Callable[[], SimOptions]:
         return lambda: SimOptions(Mode.MODEL, pricer_for_job("h100", n), cost_model=h100, **kw)  # type: ignore[arg-type]
@@ -163,6 +170,8 @@ def _cases() -> Iterator[tuple[str, Callable[[], object], Callable[[], SimOption
 
 
 def _run_all() -> dict[str, np.ndarray]:
+    from lumos.simulator.run import simulate
+
     out: dict[str, np.ndarray] = {}
     for name, source, options, load_kw in _cases():
         t0 = time.perf_counter()
@@ -189,7 +198,16 @@ def _run_all() -> dict[str, np.ndarray]:
 
 
 def main() -> None:
-    action, path = sys.argv[1], Path(sys.argv[2])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("action", choices=("record", "check"))
+    parser.add_argument("path", type=Path)
+    parser.add_argument("--simulator", type=Path, help="run lumos.simulator from this folder")
+    args = parser.parse_args()
+    if args.simulator is not None:
+        import lumos.simulator
+
+        lumos.simulator.__path__ = [str(args.simulator.resolve())]
+    action, path = args.action, args.path
     got = _run_all()
     if action == "record":
         np.savez_compressed(path, **got)
