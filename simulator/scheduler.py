@@ -63,9 +63,12 @@ def _ints(values: np.ndarray) -> array:
 def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
     """Simulate the plan to completion (or until nothing can move: see `Schedule.end`)."""
     n = plan.n
-    # plain_dur[v]: the duration of a PLAIN node, ~duration (< 0) of the others: one
-    # lookup on the hot path tells both
-    plain_dur = _ints(np.where(plan.role == PLAIN, plan.dur, ~plan.dur))
+    # plain_dur[v]: the duration of a PLAIN node (>= 0: compute_durations), -1 for others (one
+    # lookup on the hot path tells both); theirs are in special_dur
+    is_plain = plan.role == PLAIN
+    plain_dur = _ints(np.where(is_plain, plan.dur, -1))
+    others = np.flatnonzero(~is_plain)
+    special_dur = dict(zip(others.tolist(), plan.dur[others].tolist(), strict=True))
     gap, proc, role = _ints(plan.gap), plan.proc.tolist(), plan.role.tolist()
     succ_ptr, succ = _ints(plan.succ_ptr), _ints(plan.succ)
     indeg, enq = plan.indeg.tolist(), plan.enq.tolist()
@@ -98,10 +101,6 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
 
     def finish_at(v: int, t: int) -> None:
         heappush(heap, (t << shift) | (v << 3) | FINISH_SPECIAL)
-
-    def dur(v: int) -> int:
-        d = plain_dur[v]
-        return d if d >= 0 else ~d
 
     def dispatch(pi: int, t: int) -> None:
         if not dispatching[pi]:
@@ -156,15 +155,15 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
         elif r == SYNC_WAIT and sync is not None:
             slot, kind, stream, event = plan.sync_args[v]
             if not sync.block(v, slot, kind, stream, event):
-                finish_at(v, s + dur(v))
+                finish_at(v, s + special_dur[v])
         elif r == EVENT_RECORD and sync is not None:
             slot, _, stream, event = plan.sync_args[v]
             sync.record(slot, event, stream)
-            finish_at(v, s + dur(v))
+            finish_at(v, s + special_dur[v])
         elif r == LAUNCH:
             for e, latency in plan.early[v]:
                 heappush(heap, ((s + latency) << shift) | ((n + e) << 3) | RELEASE)
-            finish_at(v, s + dur(v))
+            finish_at(v, s + special_dur[v])
         elif r == STREAM_WAIT and sync is not None:
             slot, _, stream, event = plan.sync_args[v]
             marker = sync.add_marker(slot, event)
@@ -173,9 +172,9 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
                 queues[pw].append(-(marker + 1))
                 if not busy[pw]:
                     try_start(pw, s)
-            finish_at(v, s + dur(v))
+            finish_at(v, s + special_dur[v])
         else:
-            finish_at(v, s + dur(v))
+            finish_at(v, s + special_dur[v])
 
     def try_start(pi: int, t: int) -> None:
         if by_id:
@@ -215,7 +214,7 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
     def release(token: int, t: int) -> None:
         if token >= 0:
             wait[token] = t - start[token]
-            finish_at(token, t + dur(token))
+            finish_at(token, t + special_dur[token])
         else:
             try_start(-token - 1, t)
 
