@@ -102,9 +102,11 @@ class CostModel:
             return cal.reduction_overhead_ns
         return cal.kernel_overhead_ns
 
-    def host_ns(self, cost: OpCost | None) -> int:
-        """CPU time of one op seen only in a host ET: dispatch, a launch if it has a
-        kernel, and the untraced framework/Python time per op (`host_gap_ns`)."""
+    def host_ns(self, cost: OpCost | None, leaf_ops: int = 1) -> int:
+        """CPU time of one op seen only in a host ET: dispatch and the untraced
+        framework/Python time (`host_gap_ns`) of each of the `leaf_ops` host-ET ops it
+        stands for (both calibrated per leaf op), plus a launch if it has a kernel."""
         cal = self.calibration
         launches = cost is not None and cost.kind is not CostKind.NO_KERNEL
-        return round(cal.host_op_ns + cal.host_gap_ns + (cal.host_launch_ns if launches else 0.0))
+        per_leaf = cal.host_op_ns + cal.host_gap_ns
+        return round(per_leaf * leaf_ops + (cal.host_launch_ns if launches else 0.0))

@@ -97,7 +97,7 @@ def estimate_graph(g: RankGraph, model: CostModel) -> RankGraph:
         if isinstance(cost, Unpriced):
             unpriced[name] += 1
         priced = cost if isinstance(cost, OpCost) else None
-        dur[i] = model.host_ns(priced)
+        dur[i] = model.host_ns(priced, g.op_host_ops.get(i, 1))
         on_gpu = priced is not None and priced.on_gpu is not False
         if on_gpu and priced is not None and priced.kind is not CostKind.NO_KERNEL:
             parents.append(i)

@@ -97,6 +97,8 @@ class RankGraph:
     dropped_deps: int = 0
     op_inputs: dict[int, tuple[str, str, str]] = field(default_factory=dict)
     op_work: dict[int, tuple[float, float]] = field(default_factory=dict)
+    #: host ops standing for several leaf ops of the host ET (`host_ops`), by node index
+    op_host_ops: dict[int, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.ids)

@@ -59,6 +59,7 @@ _WANTED = {
     cv.SYNC_EVENT,
     cv.EVENT_RECORD,
     cv.DUR_ESTIMATED,
+    cv.HOST_OPS,
     cv.FLOPS,
     cv.BYTES,
 }
@@ -175,6 +176,9 @@ def _fill_attrs(
             continue
         elif a.get(cv.DUR_ESTIMATED):
             g.op_inputs[i] = (node.inputs.shapes, node.inputs.types, node.inputs.values)
+            leaf_ops = a.get(cv.HOST_OPS)
+            if isinstance(leaf_ops, int) and leaf_ops > 1:
+                g.op_host_ops[i] = leaf_ops
         elif g.dur_ns[i] <= 0 and (cv.FLOPS in a or cv.BYTES in a):
             flops, size = a.get(cv.FLOPS) or 0, a.get(cv.BYTES) or 0
             g.op_work[i] = (float(flops), float(size))  # type: ignore[arg-type]

@@ -102,3 +102,17 @@ def test_num_ops_nodes_without_duration_are_priced() -> None:
     )
     result = simulate([g], SimOptions(Mode.REPLAY, estimate_missing=True, cost_model=model))
     assert result.iteration_time_ns == priced.dur_ns[0] + 500
+
+
+def test_host_time_is_charged_per_leaf_op_folded_into_a_node(tmp_path: Path) -> None:
+    """A host-only node standing for k leaf ops (`host_ops`) costs k leaf ops of host time."""
+    model = CostModel.for_gpu(load_gpu("h100_sxm"))
+    cal = model.calibration
+    per_leaf = cal.host_op_ns + cal.host_gap_ns
+    assert model.host_ns(None, 3) - model.host_ns(None, 1) == round(2 * per_leaf)
+    # On a real host-only conversion, folded nodes carry host_ops and the graph sees it.
+    convert(
+        [str(fixture_path("param/et_replay/tests/inputs/resnet_et.json.gz"))], tmp_path, prefix="r"
+    )
+    (graph,) = load_graphs(tmp_path / "r")
+    assert graph.op_host_ops and max(graph.op_host_ops.values()) > 1
