@@ -26,9 +26,8 @@ from lumos.converters.astra_config import (
 )
 from lumos.converters.astra_preflight import PreflightReport, preflight_bundle
 from lumos.converters.et_io import write_et
-from lumos.proto import pb
-
 from lumos.errors import ExportError
+from lumos.proto import pb
 
 WORKLOAD_DIR = "workload"
 DEFAULT_BINARY = "AstraSim_Analytical_Congestion_Unaware"

@@ -36,9 +36,8 @@ from lumos.converters.astra_nodes import (
 )
 from lumos.converters.attrs import get_attr
 from lumos.converters.conventions import START_NS, STREAM
-from lumos.proto import pb
-
 from lumos.errors import ExportError
+from lumos.proto import pb
 
 _COLLECTIVES: Hashable = ("collectives",)
 

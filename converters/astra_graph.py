@@ -15,9 +15,8 @@ import heapq
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from lumos.proto import pb
-
 from lumos.errors import ExportError
+from lumos.proto import pb
 
 #: Processor key of a kept node that no other node shares (never pruned).
 Frontier = dict[Hashable, int]

@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 
 from lumos.converters.attrs import get_attr
 from lumos.converters.conventions import META_PROCESS_GROUPS, PG_RANKS
-from lumos.proto import pb
-
 from lumos.errors import ExportError
+from lumos.proto import pb
 
 _STOI = re.compile(r"^\s*([+-]?\d+)")
 PG_INIT = "## process_group:init ##"

@@ -20,9 +20,8 @@ from lumos.converters.astra_config import (
     MemoryType,
     SchedulingPolicy,
 )
-from lumos.hwconfigs import LinkSpec, SystemSpec
-
 from lumos.errors import ConfigError
+from lumos.hwconfigs import LinkSpec, SystemSpec
 
 GIB_PER_GB = 1e9 / 2**30
 #: ASTRA-sim's Switch topology: a message crosses two links (NPU → switch → NPU).

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 
 from lumos.converters.attrs import attr_field, get_attr, make_attr
 from lumos.converters.conventions import CATEGORY, DUR_NS, SOURCE_ID, START_NS, STREAM, TID
-from lumos.proto import pb
-
 from lumos.errors import ExportError
+from lumos.proto import pb
 
 #: Collectives ASTRA-sim simulates on the network.
 SIMULATED_COLLECTIVES = frozenset({pb.ALL_REDUCE, pb.ALL_GATHER, pb.ALL_TO_ALL, pb.REDUCE_SCATTER})

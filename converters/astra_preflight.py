@@ -31,9 +31,8 @@ from lumos.converters.astra_groups import involved_dims, stoi
 from lumos.converters.astra_nodes import SIMULATED_COLLECTIVES
 from lumos.converters.attrs import attr_field, get_attr
 from lumos.converters.et_files import find_et_sources
-from lumos.proto import pb
-
 from lumos.errors import ConfigError, ExportError, LumosError
+from lumos.proto import pb
 
 RUNNABLE = (pb.COMP_NODE, pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)
 INT32_FIELDS = ("comm_src", "comm_dst", "comm_tag")

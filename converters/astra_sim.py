@@ -33,9 +33,8 @@ from lumos.converters.attrs import make_attr
 from lumos.converters.conventions import META_PRODUCER, META_RANK, META_WORLD_SIZE
 from lumos.converters.et_files import find_et_sources
 from lumos.converters.et_io import ET_SCHEMA_VERSION
-from lumos.proto import pb
-
 from lumos.errors import ConfigError, ExportError
+from lumos.proto import pb
 
 
 @dataclass(frozen=True, slots=True)

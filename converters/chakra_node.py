@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from lumos.converters import conventions as cv
 from lumos.converters.attrs import make_attr
 from lumos.converters.host_et import HostTrace

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+
 from lumos.converters import conventions as cv
 from lumos.converters import forked
 from lumos.converters import pb_wire as w

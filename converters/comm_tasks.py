@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+
 from lumos.converters import conventions as cv
 from lumos.converters.comm import (
     RECV,

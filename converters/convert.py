@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from lumos import __version__
 from lumos.converters import forked
 from lumos.converters.chakra_write import NodeSource, metadata, write_et_file
 from lumos.converters.comm import CommRecord, check_sequences, groups_from
@@ -35,8 +37,6 @@ from lumos.converters.kineto import KinetoTrace, load_kineto
 from lumos.converters.link import LinkReport, link
 from lumos.converters.steps import StepWindow, choose_step
 from lumos.converters.tasks import TaskKind, TaskTable, finalize
-
-from lumos import __version__
 from lumos.errors import TraceFormatError
 
 _RANK_RE = (re.compile(r"rank[_\-.]?(\d+)", re.I), re.compile(r"worker[_\-]?(\d+)", re.I))

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import IO, cast
 
 from lumos.converters.et_io import EtReader
-
 from lumos.errors import TraceFormatError
 
 RANK_FILE = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et(?:\.gz)?$")

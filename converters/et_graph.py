@@ -6,10 +6,10 @@ from collections.abc import Iterable
 from typing import TextIO
 
 import networkx as nx
+
 from lumos.converters.attrs import attr_value
 from lumos.converters.et_files import EtSource
 from lumos.converters.et_info import NODE_TYPE_NAMES
-
 from lumos.errors import LumosError
 
 #: Above this many nodes a drawing is unreadable and the files get large.

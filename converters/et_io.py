@@ -18,10 +18,10 @@ from types import TracebackType
 from typing import IO, BinaryIO, cast
 
 from google.protobuf.message import DecodeError
-from lumos.converters.varint import VarintError, decode_varint, encode_varint
-from lumos.proto import pb
 
+from lumos.converters.varint import VarintError, decode_varint, encode_varint
 from lumos.errors import TraceFormatError
+from lumos.proto import pb
 
 CHUNK_BYTES = 1 << 20
 GZIP_MAGIC = b"\x1f\x8b"

@@ -15,11 +15,11 @@ from typing import IO, Any
 
 import orjson
 from google.protobuf import json_format
+
 from lumos.converters.et_files import EtSource
 from lumos.converters.et_io import EtWriter
-from lumos.proto import pb
-
 from lumos.errors import TraceFormatError
+from lumos.proto import pb
 
 
 def _to_dict(message: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ loops run only over a thread's events (flattening) and the rare sync and comm ta
 from __future__ import annotations
 
 import numpy as np
+
 from lumos.converters.comm import SEND, is_comm_kernel, is_gloo_op, kind_of
 from lumos.converters.comm_tasks import HOST_SEND_OPS, CommContext, annotate_comm
 from lumos.converters.flatten import Segments, flatten_thread, sends_first, thread_order

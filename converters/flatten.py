@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from lumos.converters.kineto import KinetoTrace
 
 #: tie order of events starting together: ops and annotations, then runtime calls.

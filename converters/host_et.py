@@ -16,6 +16,7 @@ from operator import itemgetter
 from typing import Any
 
 import numpy as np
+
 from lumos.converters.host_et_comm import CommArgs, comm_args, parse_groups, tensor_nelems
 from lumos.converters.host_et_schema import (
     PROCESS_GROUP_INIT,
@@ -26,9 +27,8 @@ from lumos.converters.host_et_schema import (
 from lumos.converters.host_io import ByteRows, encode_io, io_field, no_rows
 from lumos.converters.json_stream import TraceFile, read_array_document
 from lumos.converters.kineto import int_array
-from lumos.proto import pb
-
 from lumos.errors import TraceFormatError
+from lumos.proto import pb
 
 _intern = sys.intern
 __all__ = ["ByteRows", "CommArgs", "HostOp", "HostTrace", "IoJson", "load_host_et", "tensor_nelems"]

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from lumos.converters.host_et_schema import COMM_ATTRS, HostEtSchema
 
+from lumos.converters.host_et_schema import COMM_ATTRS, HostEtSchema
 from lumos.errors import TraceFormatError
 
 _intern = sys.intern

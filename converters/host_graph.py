@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+
 from lumos.converters import conventions as cv
 from lumos.converters.comm import RECV, SEND, kind_of
 from lumos.converters.comm_tasks import P2P_OPS, CommContext

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+
 from lumos.converters.varint import encode_varint
 
 _VARINT = [encode_varint(i) for i in range(1 << 14)]

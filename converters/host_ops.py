@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
+
 from lumos.converters.host_et import HostTrace
 from lumos.converters.op_cost import base_name, has_kernel_formula, has_no_kernel
 

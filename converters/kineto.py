@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from lumos.converters.json_stream import TraceFile, read_array_document
 
+from lumos.converters.json_stream import TraceFile, read_array_document
 from lumos.errors import TraceFormatError
 
 _intern = sys.intern

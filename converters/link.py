@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from lumos.converters.host_et import HostOp, HostTrace
 from lumos.converters.host_et_schema import PROCESS_GROUP_INIT, ROOT_NAMES
 from lumos.converters.kineto import Kind, KinetoTrace

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from lumos.converters.varint import encode_varint
 
 _POW7 = np.array([1 << (7 * k) for k in range(1, 10)], np.uint64)

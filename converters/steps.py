@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from lumos.converters.kineto import Kind, KinetoTrace
 
+from lumos.converters.kineto import Kind, KinetoTrace
 from lumos.errors import LinkError
 
 STEP_PREFIX = "ProfilerStep#"

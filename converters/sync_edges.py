@@ -15,6 +15,7 @@ import bisect
 from typing import Any
 
 import numpy as np
+
 from lumos.converters import conventions as cv
 from lumos.converters.kineto import Kind, KinetoTrace
 from lumos.converters.tasks import TaskTable

@@ -17,11 +17,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from lumos.converters.attrs import STANDARD_FIELDS, attr_field, attr_value
 from lumos.converters.et_files import EtSource
-from lumos.proto import pb
-
 from lumos.errors import TraceFormatError
+from lumos.proto import pb
 
 COMM_TYPES = set(pb.CollectiveCommType.values())
 P2P_TYPES = (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lumos.errors import ConfigError
 from lumos.hwconfigs.load import (
     _REQUIRED,
     ROOT,
@@ -28,8 +29,6 @@ from lumos.hwconfigs.load import (
     shipped_path,
 )
 from lumos.hwconfigs.schema import EfficiencyPoint, LinkSpec
-
-from lumos.errors import ConfigError
 
 KIND = "calibration"
 

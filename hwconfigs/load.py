@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from lumos.errors import ConfigError
 from lumos.hwconfigs.schema import (
     CollectiveChoice,
     EfficiencyPoint,
@@ -27,8 +29,6 @@ from lumos.hwconfigs.schema import (
     SystemSpec,
     Transport,
 )
-
-from lumos.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent
 KINDS = ("gpus", "nodes", "fabrics", "systems")

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from lumos.converters.capture import capture_steps, check_capture
 from torch import nn
+
+from lumos.converters.capture import capture_steps, check_capture
 
 
 @dataclass(frozen=True, slots=True)

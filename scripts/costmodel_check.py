@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+
 from lumos.converters.op_cost import CostKind, OpCost, Unpriced, op_cost
 from lumos.hwconfigs.calibration import ComputeCalibration, load_calibration
 from lumos.hwconfigs.load import load_gpu

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
 from lumos.converters.comm_tasks import CommContext
 from lumos.converters.convert import plan
 from lumos.converters.host_et import HostTrace, load_host_et

@@ -34,7 +34,6 @@ from lumos.converters.astra_config import (
     load_astra_network,
     load_astra_system,
 )
-
 from lumos.errors import SimulationError
 
 ALL_REDUCE, ALL_GATHER, ALL_TO_ALL, REDUCE_SCATTER = 0, 2, 6, 7

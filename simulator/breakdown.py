@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+
 from lumos.simulator.result import ProcKind, RankResult, SimResult
 
 I64 = npt.NDArray[np.int64]

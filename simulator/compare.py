@@ -15,14 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rich.console import Console
+from rich.table import Table
+
 from lumos.converters.attrs import attr_value
 from lumos.converters.conventions import DUR_NS, META_STEP_NS, META_STEP_START_NS, START_NS
 from lumos.converters.et_files import EtSource, find_et_sources
 from lumos.simulator.breakdown import covered_ns, merge_intervals
 from lumos.simulator.report import MAX_ROWS, fmt_ns
 from lumos.simulator.result import ProcKind, RankResult, SimResult
-from rich.console import Console
-from rich.table import Table
 
 
 @dataclass(slots=True, frozen=True)

@@ -15,10 +15,9 @@ from dataclasses import dataclass
 
 from lumos.converters.op_args import DType
 from lumos.converters.op_cost import CostKind, OpCost
+from lumos.errors import ConfigError
 from lumos.hwconfigs.calibration import ComputeCalibration, load_calibration
 from lumos.hwconfigs.schema import GpuSpec, LinkSpec
-
-from lumos.errors import ConfigError
 
 
 @dataclass(slots=True, frozen=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
+
 from lumos.simulator.result import ProcKind, SimResult
 
 

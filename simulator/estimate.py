@@ -24,6 +24,7 @@ from collections import Counter
 from dataclasses import fields, replace
 
 import numpy as np
+
 from lumos.converters.op_args import DType
 from lumos.converters.op_cost import CostKind, OpCost, Unpriced, base_name, op_cost
 from lumos.simulator.costmodel import CostModel

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
 from lumos.simulator.graph import COLL, RECV, SEND, RankGraph
 
 _TIMING_FIELDS = (

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 import numpy as np
+
 from lumos.proto import pb
 
 COMP, SEND, RECV, COLL = pb.COMP_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE, pb.COMM_COLL_NODE

@@ -15,12 +15,12 @@ from itertools import chain
 from operator import attrgetter
 
 import numpy as np
+
 from lumos.converters import conventions as cv
 from lumos.converters.attrs import attr_value
+from lumos.errors import TraceFormatError
 from lumos.proto import pb
 from lumos.simulator.graph import COMM_TYPES, RECV, SEND, RankGraph, SyncKind
-
-from lumos.errors import TraceFormatError
 
 _SYNC_NAMES = {
     "device": SyncKind.DEVICE,

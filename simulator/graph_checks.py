@@ -9,6 +9,7 @@ vectorised comparison; otherwise a topological sort finds the nodes on cycles.
 from __future__ import annotations
 
 import numpy as np
+
 from lumos.simulator.graph import RankGraph
 
 MAX_LISTED = 5

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, cast
 
 import numpy as np
+
 from lumos.converters.et_files import EtSource, find_et_sources
 from lumos.converters.et_io import GZIP_MAGIC, EtReader
 from lumos.simulator.graph import COLL, RankGraph

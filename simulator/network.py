@@ -19,10 +19,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from lumos.errors import ConfigError
 from lumos.hwconfigs.schema import CollectiveChoice, LinkSpec, SystemSpec
 from lumos.simulator.collectives import ALGORITHMS, Kind, kind_of
-
-from lumos.errors import ConfigError
 
 
 @dataclass(slots=True, frozen=True)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from lumos.simulator.graph import COLL, RECV, SEND, RankGraph, SyncKind
 from lumos.simulator.processors import Assignment
 from lumos.simulator.result import ProcKind

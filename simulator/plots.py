@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from lumos.simulator.report import Report, fmt_ns
-from lumos.simulator.result import ProcKind, SimResult
 
 from lumos.errors import MissingExtraError
+from lumos.simulator.report import Report, fmt_ns
+from lumos.simulator.result import ProcKind, SimResult
 
 #: breakdown parts in drawing order, with their colours (also used by the HTML page).
 COLOURS = {

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from lumos.simulator.graph import COLL, COMM_TYPES, COMP, INVALID, METADATA, SEND, RankGraph
 from lumos.simulator.result import ProcessorInfo, ProcKind
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from lumos.simulator.graph import COLL, RECV, SEND, RankGraph
 
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lumos.simulator.breakdown import Breakdown, rank_breakdown
-from lumos.simulator.critical_path import CriticalPath, critical_path
-from lumos.simulator.result import SimResult
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+from lumos.simulator.breakdown import Breakdown, rank_breakdown
+from lumos.simulator.critical_path import CriticalPath, critical_path
+from lumos.simulator.result import SimResult
 
 #: ranks shown in the summary table; past that, the slowest ones.
 MAX_ROWS = 16

@@ -21,6 +21,8 @@ from itertools import chain
 from pathlib import Path
 
 import numpy as np
+
+from lumos.errors import ConfigError, SimulationError, ValidationError
 from lumos.simulator.align import align_ranks
 from lumos.simulator.comm_cost import CommCoster
 from lumos.simulator.costmodel import CostModel
@@ -37,8 +39,6 @@ from lumos.simulator.result import RankResult, SimResult, TaskTable
 from lumos.simulator.scheduler import Schedule, run_plan
 from lumos.simulator.step_end import rank_end, step_tail
 from lumos.simulator.sync import RuntimeSync
-
-from lumos.errors import ConfigError, SimulationError, ValidationError
 
 MAX_STUCK_LISTED = 10
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from heapq import heappop, heappush
 
 import numpy as np
+
 from lumos.simulator.engine import PRIO_SHIFT, TIME_SHIFT
 from lumos.simulator.plan import (
     COLLECTIVE,

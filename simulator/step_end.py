@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from lumos.simulator.graph import RankGraph
 from lumos.simulator.processors import Assignment
 from lumos.simulator.result import ProcKind

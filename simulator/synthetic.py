@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from lumos.simulator.graph import COLL, COMP, RECV, SEND, RankGraph, SyncKind
 
 CPU_TID, COMPUTE_STREAM, COMM_STREAM = 1, 7, 20

@@ -19,6 +19,7 @@ from typing import IO, Any, cast
 
 import numpy as np
 import orjson
+
 from lumos.simulator.result import ProcessorInfo, ProcKind, RankResult, SimResult
 
 CHUNK = 65_536

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import tomllib
-from lumos.converters.conventions import attributes_markdown
 
+from lumos.converters.conventions import attributes_markdown
 from tests.conftest import REPO
 
 TOP = {

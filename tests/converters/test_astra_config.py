@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from lumos.converters.astra_config import (
     AstraCommGroups,
     AstraMemoryConfig,
@@ -23,7 +24,6 @@ from lumos.converters.astra_config import (
     load_astra_system,
     system_from_dict,
 )
-
 from lumos.errors import ConfigError
 from tests.conftest import fixture_path
 

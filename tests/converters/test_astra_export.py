@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+
+from lumos.cli.main import cli
 from lumos.converters.astra_export import CpuGaps, ExportOptions
 from lumos.converters.astra_sim import ExportRequest, ExportSummary, export_astra_sim
 from lumos.converters.attrs import attr_field, attrs_dict, make_attr
 from lumos.converters.et_io import read_et, write_et
 from lumos.proto import pb
-
-from lumos.cli.main import cli
 from tests.conftest import fixture_path
 
 MICRO = "astra-sim/examples/workload/microbenchmarks/{kind}/{n}npus_1MB"

@@ -8,10 +8,10 @@ import itertools
 from pathlib import Path
 
 import pytest
+
 from lumos.converters.attrs import attrs_dict
 from lumos.converters.et_io import read_et
 from lumos.proto import pb
-
 from tests.conftest import DATA, fixture_path
 from tests.converters.test_astra_export import export
 from tests.converters.test_astra_export_timing import simulate_bundle

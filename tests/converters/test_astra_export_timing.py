@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+
 from lumos.simulator.astra_compat import AstraPricer
 from lumos.simulator.run import Mode, SimOptions, simulate
-
 from tests.conftest import fixture_path
 from tests.converters.test_astra_export import MICRO, RING, T2D, T2D_GROUPS, export
 

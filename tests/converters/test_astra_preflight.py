@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from lumos.converters.astra_export import ExportOptions
 from lumos.converters.astra_preflight import preflight_bundle
 from lumos.converters.attrs import attr_field, attrs_dict, set_attr
 from lumos.converters.et_io import read_et, write_et
-from lumos.proto import pb
-
 from lumos.errors import ExportError
+from lumos.proto import pb
 from tests.conftest import fixture_path
 from tests.converters.test_astra_export import (
     MICRO,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+
 from lumos.converters.capture import (
     CapturePaths,
     capture_paths,
@@ -22,7 +23,6 @@ from lumos.converters.capture import (
     kineto_ops_by_rf_id,
     load_json,
 )
-
 from lumos.errors import LinkError, LumosError, MissingExtraError, TraceFormatError
 
 CAPTURES = Path(__file__).resolve().parents[1] / "data" / "captures"
@@ -167,6 +167,7 @@ def test_capture_without_torch_names_the_extra(
 @pytest.mark.skipif(not HAS_TORCH, reason="torch not installed (extra lumos[capture])")
 def test_live_capture_of_one_process_writes_a_matched_pair(tmp_path: Path) -> None:
     import torch
+
     from lumos.converters.capture import capture_steps
 
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
@@ -192,6 +193,7 @@ def test_live_capture_of_one_process_writes_a_matched_pair(tmp_path: Path) -> No
 @pytest.mark.skipif(not HAS_TORCH, reason="torch not installed (extra lumos[capture])")
 def test_live_capture_that_stops_early_says_how_many_steps(tmp_path: Path) -> None:
     import torch
+
     from lumos.converters.capture import capture_steps
 
     with (

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from lumos.converters.convert import convert
 
 from lumos.cli.main import cli
+from lumos.converters.convert import convert
 from lumos.errors import TraceFormatError
 from tests.conftest import DATA
 

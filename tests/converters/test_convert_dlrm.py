@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from lumos.converters.attrs import attrs_dict
 from lumos.converters.convert import convert
 from lumos.converters.et_files import find_et_sources
@@ -17,7 +18,6 @@ from lumos.converters.kineto import load_kineto
 from lumos.converters.link import link
 from lumos.converters.validate import validate_sources
 from lumos.proto import pb
-
 from tests.conftest import fixture_path
 
 INPUTS = "param/et_replay/tests/inputs"

@@ -6,13 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+
 from lumos.converters.attrs import attrs_dict
 from lumos.converters.convert import convert
 from lumos.converters.et_files import find_et_sources
 from lumos.converters.et_io import read_et
 from lumos.converters.validate import validate_sources
 from lumos.proto import pb
-
 from tests.conftest import DATA, fixture_path
 
 HTA = "HolisticTraceAnalysis/tests/data"

@@ -6,6 +6,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+
 from lumos.converters import conventions as cv
 from lumos.converters.comm_tasks import CommContext
 from lumos.converters.host_et import HostTrace, load_host_et
@@ -16,7 +17,6 @@ from lumos.converters.op_cost import CostKind, OpCost, op_cost
 from lumos.converters.tasks import TaskKind, TaskTable
 from lumos.hwconfigs.load import load_system
 from lumos.simulator.costmodel import CostModel
-
 from tests.conftest import fixture_path
 
 INPUTS = "param/et_replay/tests/inputs"

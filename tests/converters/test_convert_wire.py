@@ -6,6 +6,7 @@ import io
 from pathlib import Path
 
 import pytest
+
 from lumos.converters import chakra_write, forked
 from lumos.converters.chakra_write import NodeSource, encode_nodes, node_message
 from lumos.converters.comm import groups_from
@@ -21,7 +22,6 @@ from lumos.converters.link import link
 from lumos.converters.steps import choose_step
 from lumos.converters.tasks import finalize
 from lumos.proto import pb
-
 from tests.conftest import fixture_path
 
 INPUTS = "param/et_replay/tests/inputs"

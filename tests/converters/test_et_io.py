@@ -8,12 +8,12 @@ import tarfile
 from pathlib import Path
 
 import pytest
+
 from lumos.converters.et_files import find_et_sources
 from lumos.converters.et_io import EtReader, EtWriter, read_et, write_et
 from lumos.converters.varint import encode_varint
-from lumos.proto import pb
-
 from lumos.errors import TraceFormatError
+from lumos.proto import pb
 from tests.conftest import FIXTURES, fixture_path
 
 

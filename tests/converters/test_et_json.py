@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+
 from lumos.converters.et_files import find_et_sources
 from lumos.converters.et_json import json_to_et, write_json
-
 from lumos.errors import TraceFormatError
 from tests.conftest import fixture_path
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+
 from lumos.converters.host_et import load_host_et
 from lumos.converters.json_stream import TraceFile, expand_inputs
-
 from tests.conftest import DATA, fixture_path
 
 INPUTS = "param/et_replay/tests/inputs"

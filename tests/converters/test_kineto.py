@@ -7,7 +7,6 @@ from collections import Counter
 from lumos.converters.json_stream import expand_inputs
 from lumos.converters.kineto import Kind, load_kineto, ns_array
 from lumos.converters.steps import choose_step, step_rows
-
 from tests.conftest import fixture_path
 
 

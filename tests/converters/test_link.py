@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+
 from lumos.converters.host_et import load_host_et
 from lumos.converters.json_stream import expand_inputs
 from lumos.converters.kineto import load_kineto
 from lumos.converters.link import link
-
 from tests.conftest import DATA, fixture_path
 
 INPUTS = "param/et_replay/tests/inputs"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from lumos.converters.op_args import DType, Tensor, TensorList, parse_args
 from lumos.converters.op_cost import CostKind, OpCost, Unpriced, has_kernel_formula, op_cost
 

@@ -10,9 +10,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from lumos.converters.et_io import read_et, write_et
 from lumos.proto import pb
-
 from tests.conftest import REPO
 
 

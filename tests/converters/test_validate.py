@@ -6,11 +6,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
 from lumos.converters.et_files import find_et_sources
 from lumos.converters.et_io import write_et
 from lumos.converters.validate import validate_sources
 from lumos.proto import pb
-
 from tests.conftest import FIXTURES, fixture_path
 
 MICRO = "astra-sim/examples/workload/microbenchmarks"

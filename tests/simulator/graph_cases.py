@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from lumos.simulator.graph import COMP, RankGraph
 
 _INT_FIELDS = (

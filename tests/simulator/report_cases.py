@@ -7,6 +7,7 @@ timelines drawn in the docstrings.
 from __future__ import annotations
 
 import numpy as np
+
 from lumos.simulator.graph import RankGraph
 from lumos.simulator.result import ProcessorInfo, ProcKind, RankResult, SimResult, TaskTable
 

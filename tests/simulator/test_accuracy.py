@@ -9,13 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from lumos.converters.attrs import get_attr
 from lumos.converters.conventions import META_STEP_START_NS
 from lumos.converters.convert import convert
 from lumos.converters.et_files import find_et_sources
 from lumos.simulator.compare import Comparison, compare, read_measured
 from lumos.simulator.run import SimOptions, simulate
-
 from tests.conftest import DATA, fixture_path
 
 HTA = "HolisticTraceAnalysis/tests/data"

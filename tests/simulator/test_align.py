@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+
 from lumos.simulator.align import align_ranks
 from lumos.simulator.graph import COMP, RECV, SEND, RankGraph
 from lumos.simulator.processors import assign_processors
 from lumos.simulator.run import SimOptions, simulate
-
 from tests.simulator.graph_cases import rank_graph
 
 US = 1000

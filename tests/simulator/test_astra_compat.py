@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+
 from lumos.converters.astra_config import network_from_dict, system_from_dict
 from lumos.converters.attrs import get_attr
 from lumos.converters.et_io import read_et
-from lumos.simulator.astra_compat import AstraPricer
-
 from lumos.errors import SimulationError
+from lumos.simulator.astra_compat import AstraPricer
 from tests.conftest import fixture_path
 
 MICRO = "astra-sim/examples/workload/microbenchmarks"

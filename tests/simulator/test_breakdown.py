@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from lumos.simulator.breakdown import (
     breakdown,
     breakdown_of,
@@ -10,7 +11,6 @@ from lumos.simulator.breakdown import (
     merge_intervals,
     rank_breakdown,
 )
-
 from tests.simulator.report_cases import late_peer_rank, overlap_rank, simulated, sync_rank
 
 

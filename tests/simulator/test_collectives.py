@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+
 from lumos.hwconfigs import load_system
 from lumos.hwconfigs.schema import EfficiencyPoint, LinkSpec
 from lumos.simulator.collectives import ALGORITHMS, Kind, direct, hierarchical, nvls, ring, tree

@@ -6,15 +6,15 @@ import io
 from pathlib import Path
 
 from click.testing import CliRunner
+from rich.console import Console
+
+from lumos.cli.main import cli
 from lumos.converters.attrs import add_attrs, set_attr
 from lumos.converters.conventions import DUR_NS, META_STEP_NS, PG_RANKS, START_NS, STREAM, TID
 from lumos.converters.et_io import write_et
 from lumos.proto import pb
 from lumos.simulator.compare import compare, read_measured, render_comparison
 from lumos.simulator.run import simulate
-from rich.console import Console
-
-from lumos.cli.main import cli
 
 #: rank → (gemm duration, recorded all-reduce duration incl. waiting for the late peer)
 RECORDED = {0: (50_000, 30_000), 1: (60_000, 20_000)}

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import orjson
 import pytest
+
 from lumos.converters.convert import convert
 from lumos.simulator.compare import compare, read_measured
 from lumos.simulator.report import build_report
 from lumos.simulator.run import simulate
 from lumos.simulator.timeline import write_timeline
-
 from tests.conftest import DATA
 
 #: capture → measured ProfilerStep per rank (ns), read from its Kineto traces

@@ -6,9 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from lumos.converters.convert import convert
 from lumos.converters.op_args import DType
 from lumos.converters.op_cost import CostKind, OpCost
+from lumos.errors import ConfigError
 from lumos.hwconfigs.calibration import load_calibration, shipped_calibrations
 from lumos.hwconfigs.load import load_gpu, shipped_names
 from lumos.simulator.costmodel import CostModel
@@ -17,8 +19,6 @@ from lumos.simulator.graph import RankGraph
 from lumos.simulator.load import load_graphs
 from lumos.simulator.network import pricer_for_job
 from lumos.simulator.run import Mode, SimOptions, simulate
-
-from lumos.errors import ConfigError
 from tests.conftest import fixture_path
 
 

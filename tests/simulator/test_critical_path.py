@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from lumos.simulator.critical_path import StepKind, critical_path
-
 from tests.simulator.report_cases import (
     gap_rank,
     late_peer_rank,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from lumos.simulator.engine import EventQueue, pack, unpack
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from lumos.simulator.fold import find_folding
 from lumos.simulator.netapi import FixedBandwidthPricer
 from lumos.simulator.run import Mode, SimOptions, simulate

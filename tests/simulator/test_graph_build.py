@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from lumos.converters.attrs import make_attr
 from lumos.converters.et_files import find_et_sources
+from lumos.errors import TraceFormatError
 from lumos.proto import pb
 from lumos.simulator.graph import COMP
 from lumos.simulator.graph_build import graph_from_et
 from lumos.simulator.load import load_graphs
-
-from lumos.errors import TraceFormatError
 from tests.conftest import fixture_path
 
 RESNET = "astra-sim/inputs/workload/ASTRA-sim-2.0/resnet_dp.tar"

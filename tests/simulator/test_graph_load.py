@@ -7,14 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from lumos.converters.attrs import make_attr
 from lumos.converters.et_io import write_et
+from lumos.errors import TraceFormatError, ValidationError
 from lumos.proto import pb
 from lumos.simulator.graph import COLL, COMP
 from lumos.simulator.load import load_graphs
 from lumos.simulator.run import SimOptions, simulate
-
-from lumos.errors import TraceFormatError, ValidationError
 from tests.conftest import fixture_path
 
 T2D = "astra-sim-artifacts/examples/T2D-analytical"

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
+from lumos.errors import ConfigError
 from lumos.hwconfigs import (
     load_fabric,
     load_gpu,
@@ -13,8 +15,6 @@ from lumos.hwconfigs import (
     shipped_names,
 )
 from lumos.hwconfigs.schema import FabricTopology, Transport
-
-from lumos.errors import ConfigError
 
 LOADERS = {"gpus": load_gpu, "nodes": load_node, "fabrics": load_fabric, "systems": load_system}
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+
+from lumos.errors import ConfigError, SimulationError
 from lumos.hwconfigs import load_system
 from lumos.simulator.collectives import Kind
 from lumos.simulator.netapi import CollectivePricer
 from lumos.simulator.network import make_pricer
-
-from lumos.errors import ConfigError, SimulationError
 
 GIB = 1 << 30
 

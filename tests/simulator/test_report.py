@@ -5,9 +5,9 @@ from __future__ import annotations
 import io
 
 import orjson
-from lumos.simulator.report import build_report, fmt_ns, render_summary
 from rich.console import Console
 
+from lumos.simulator.report import build_report, fmt_ns, render_summary
 from tests.simulator.report_cases import late_peer_rank, overlap_rank, simulated
 
 

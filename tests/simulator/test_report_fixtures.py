@@ -11,13 +11,13 @@ from pathlib import Path
 
 import orjson
 import pytest
+
 from lumos.simulator.astra_compat import AstraPricer
 from lumos.simulator.critical_path import critical_path
 from lumos.simulator.report import build_report
 from lumos.simulator.result import SimResult
 from lumos.simulator.run import Mode, SimOptions, simulate
 from lumos.simulator.timeline import write_timeline
-
 from tests.conftest import fixture_path
 
 EXAMPLES = "astra-sim/examples/"

@@ -6,10 +6,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from lumos.simulator.plots import write_plots
-from lumos.simulator.report import build_report
 
 from lumos.errors import MissingExtraError
+from lumos.simulator.plots import write_plots
+from lumos.simulator.report import build_report
 from tests.simulator.report_cases import late_peer_rank, overlap_rank, simulated
 
 

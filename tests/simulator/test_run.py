@@ -6,11 +6,11 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
+
+from lumos.errors import ConfigError, SimulationError
 from lumos.simulator.graph import COLL, RECV, SEND
 from lumos.simulator.netapi import FixedBandwidthPricer
 from lumos.simulator.run import Mode, SimOptions, simulate
-
-from lumos.errors import ConfigError, SimulationError
 from tests.conftest import fixture_path
 from tests.simulator.graph_cases import rank_graph
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from lumos.simulator.graph import SyncKind
 from lumos.simulator.run import SimOptions, simulate
-
 from tests.simulator.graph_cases import rank_graph
 
 

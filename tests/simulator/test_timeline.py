@@ -6,9 +6,9 @@ import gzip
 from pathlib import Path
 
 import orjson
+
 from lumos.simulator.result import ProcessorInfo, ProcKind
 from lumos.simulator.timeline import thread_ids, write_timeline
-
 from tests.simulator.report_cases import late_peer_rank, overlap_rank, simulated
 
 
