@@ -14,6 +14,8 @@ $(BIN)/lumos:
 $(VENV)/.dev: $(BIN)/lumos pyproject.toml
 	$(BIN)/pip install -q -e ".[dev,plot]"
 	$(BIN)/pip install -q --no-deps mlc-chakra==1.0.0
+	@# The capture tests need torch; the +cpu pin never pulls the multi-GB CUDA build.
+	$(BIN)/pip install -q "torch==2.13.0+cpu" || echo "note: no CPU torch wheel here; the live capture tests will skip"
 	touch $@
 
 setup: $(BIN)/lumos
