@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 import orjson
@@ -16,6 +18,15 @@ from lumos.converters.et_info import TraceInfo, trace_info
 from lumos.errors import LumosError
 
 PATHS = click.argument("paths", nargs=-1, required=True, type=click.Path(exists=False))
+F = TypeVar("F", bound=Callable[..., Any])
+ONE_ET = click.argument("path", type=click.Path(exists=True, dir_okay=False))
+
+
+def output_option(help_text: str) -> Callable[[F], F]:
+    """The required `-o/--output FILE` option of the converting commands."""
+    return click.option(
+        "-o", "--output", required=True, type=click.Path(dir_okay=False), help=help_text
+    )
 
 
 def _human_bytes(n: int) -> str:
@@ -125,14 +136,8 @@ def validate_cmd(paths: tuple[str, ...], as_json: bool) -> None:
 
 
 @et_group.command("to-json")
-@click.argument("path", type=click.Path(exists=True, dir_okay=False))
-@click.option(
-    "-o",
-    "--output",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="Output .json (one document) or .jsonl (JSON Lines).",
-)
+@ONE_ET
+@output_option("Output .json (one document) or .jsonl (JSON Lines).")
 @handle_errors
 def to_json_cmd(path: str, output: str) -> None:
     """Render one .et file as valid JSON (or JSON Lines), losslessly."""
@@ -151,14 +156,8 @@ def to_json_cmd(path: str, output: str) -> None:
 
 
 @et_group.command("from-json")
-@click.argument("path", type=click.Path(exists=True, dir_okay=False))
-@click.option(
-    "-o",
-    "--output",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="Output .et (gzip if it ends in .gz).",
-)
+@ONE_ET
+@output_option("Output .et (gzip if it ends in .gz).")
 @handle_errors
 def from_json_cmd(path: str, output: str) -> None:
     """Turn a .json / .jsonl rendering back into a .et file."""
@@ -170,13 +169,7 @@ def from_json_cmd(path: str, output: str) -> None:
 
 @et_group.command("graph")
 @PATHS
-@click.option(
-    "-o",
-    "--output",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="Output .graphml or .dot.",
-)
+@output_option("Output .graphml or .dot.")
 @click.option("--max-nodes", default=50_000, help="Refuse bigger traces.")
 @handle_errors
 def graph_cmd(paths: tuple[str, ...], output: str, max_nodes: int) -> None:
