@@ -12,15 +12,13 @@ with orjson and needs no torch.
 
 from __future__ import annotations
 
-import gzip
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from lumos.converters import json_stream
 from lumos.errors import LinkError, LumosError, MissingExtraError, TraceFormatError
 
 PROFILER_STEP_PREFIX = "ProfilerStep#"
@@ -177,16 +175,7 @@ def load_json(path: str | Path) -> dict[str, Any]:
 
     Raises TraceFormatError if the file is not a JSON object.
     """
-    raw = Path(path).read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise TraceFormatError(str(path), f"not JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise TraceFormatError(str(path), "top level is not a JSON object")
-    return data
+    return json_stream.load_json(json_stream.TraceFile(str(path)))
 
 
 def et_ops_by_rf_id(host_et: dict[str, Any]) -> dict[int, str]:

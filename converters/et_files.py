@@ -6,15 +6,14 @@ Users point lumos at a folder, a prefix (`out/gpt`), one file, or a tar of per-r
 
 from __future__ import annotations
 
-import gzip
 import io
 import re
 import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, cast
 
+from lumos.converters.compressed import decompressing
 from lumos.converters.et_io import EtReader
 from lumos.errors import TraceFormatError
 
@@ -40,10 +39,7 @@ class EtSource:
             if handle is None:
                 raise TraceFormatError(self.path, "tar member is not a regular file")
             data = handle.read()
-        stream: IO[bytes] = io.BytesIO(data)
-        if data[:2] == b"\x1f\x8b":
-            stream = cast(IO[bytes], gzip.GzipFile(fileobj=stream, mode="rb"))
-        return EtReader(self.path, stream=stream)
+        return EtReader(self.path, stream=decompressing(io.BytesIO(data), self.path))
 
 
 def _parse_name(name: str) -> tuple[str, int] | None:

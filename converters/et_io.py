@@ -15,27 +15,18 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import IO, BinaryIO, cast
+from typing import IO, cast
 
 from google.protobuf.message import DecodeError
 
+from lumos.converters.compressed import open_file
 from lumos.converters.varint import VarintError, decode_varint, encode_varint
 from lumos.errors import TraceFormatError
 from lumos.proto import pb
 
 CHUNK_BYTES = 1 << 20
-GZIP_MAGIC = b"\x1f\x8b"
 #: Chakra schema version ASTRA-sim's readers expect in GlobalMetadata.
 ET_SCHEMA_VERSION = "0.0.4"
-
-
-def open_binary(path: str | os.PathLike[str]) -> BinaryIO:
-    """Open a file for reading, decompressing it if it starts with the gzip magic."""
-    raw = open(path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
-    head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
-    if head == GZIP_MAGIC:
-        return cast(BinaryIO, gzip.GzipFile(fileobj=raw, mode="rb"))
-    return raw
 
 
 def iter_frames(stream: IO[bytes], name: str) -> Iterator[tuple[int, bytes]]:
@@ -103,7 +94,7 @@ class EtReader:
 
     def __init__(self, path: str | os.PathLike[str], *, stream: IO[bytes] | None = None) -> None:
         self.path = str(path)
-        self._stream: IO[bytes] = stream if stream is not None else open_binary(path)
+        self._stream: IO[bytes] = stream if stream is not None else open_file(str(path))
         self._frames = iter_frames(self._stream, self.path)
         try:
             first = next(self._frames, None)

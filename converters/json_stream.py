@@ -13,23 +13,21 @@ of a tar archive.
 
 from __future__ import annotations
 
-import gzip
 import io
 import re
 import tarfile
-import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any
 
 import orjson
 
+from lumos.converters.compressed import decompressing
 from lumos.errors import TraceFormatError
 
 CHUNK_BYTES = 2 << 20
-GZIP_MAGIC = b"\x1f\x8b"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,39 +52,7 @@ class TraceFile:
             if handle is None:
                 raise TraceFormatError(self.path, "tar member is not a regular file")
             raw = io.BufferedReader(handle)  # type: ignore[type-var]
-        head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
-        if head == GZIP_MAGIC:
-            checked = _CheckedGzip(gzip.GzipFile(fileobj=raw, mode="rb"), self.path)
-            return cast(IO[bytes], io.BufferedReader(checked, CHUNK_BYTES))
-        return raw
-
-
-class _CheckedGzip(io.RawIOBase):
-    """A gzip stream whose truncation or corruption raises TraceFormatError naming the file.
-
-    (A bare EOFError would reach click, which prints only "Aborted!".)
-    """
-
-    def __init__(self, inner: gzip.GzipFile, path: str) -> None:
-        self._inner, self._path = inner, path
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, size: int = -1) -> bytes:
-        try:
-            return self._inner.read(size)
-        except (EOFError, OSError, zlib.error) as exc:
-            raise TraceFormatError(self._path, f"truncated or corrupt gzip data: {exc}") from None
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        self._inner.close()
-        super().close()
+        return decompressing(raw, self.path, CHUNK_BYTES)
 
 
 def expand_inputs(paths: list[str | Path]) -> list[TraceFile]:

@@ -9,18 +9,17 @@ ASTRA-sim's 2-D examples, still pair correctly).
 
 from __future__ import annotations
 
-import gzip
 import io
 import logging
 import tarfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, cast
 
 import numpy as np
 
+from lumos.converters.compressed import decompressing
 from lumos.converters.et_files import EtSource, find_et_sources
-from lumos.converters.et_io import GZIP_MAGIC, EtReader
+from lumos.converters.et_io import EtReader
 from lumos.simulator.graph import COLL, RankGraph
 from lumos.simulator.graph_build import graph_from_et
 from lumos.simulator.graph_checks import cycle_problems, drop_forward_deps
@@ -79,10 +78,7 @@ def _open_all(sources: list[EtSource]) -> Iterator[tuple[EtSource, EtReader]]:
         if raw is None:
             yield source, source.open()
             continue
-        stream: IO[bytes] = io.BytesIO(raw)
-        if raw[:2] == GZIP_MAGIC:
-            stream = cast(IO[bytes], gzip.GzipFile(fileobj=stream, mode="rb"))
-        yield source, EtReader(source.path, stream=stream)
+        yield source, EtReader(source.path, stream=decompressing(io.BytesIO(raw), source.path))
 
 
 def _label_key(label: str) -> str:

@@ -136,3 +136,11 @@ def test_find_sources_by_folder_prefix_and_file() -> None:
     assert len(find_et_sources(folder / "all_reduce.3.et")) == 1
     with pytest.raises(TraceFormatError, match="no Chakra ET files"):
         find_et_sources(folder / "nothing")
+
+
+def test_truncated_gzip_et_names_the_file(chakra_et: Path, tmp_path: Path) -> None:
+    """A cut .et.gz gives one clear error (it used to reach click as a bare EOFError)."""
+    cut = tmp_path / "c.0.et.gz"
+    cut.write_bytes(gzip.compress(chakra_et.read_bytes())[:20_000])
+    with pytest.raises(TraceFormatError, match=r"c\.0\.et\.gz: truncated or corrupt gzip data"):
+        read_et(cut)
