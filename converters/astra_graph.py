@@ -15,6 +15,9 @@ import heapq
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
+from lumos.converters.dag import one_cycle
 from lumos.errors import ExportError
 from lumos.proto import pb
 
@@ -102,17 +105,17 @@ def topo_order(graph: RankGraph, priority: Sequence[tuple[int, int]]) -> list[in
 
 
 def _one_cycle(graph: RankGraph, stuck: list[int]) -> list[int]:
-    """Walk dependencies among stuck nodes until one repeats: that loop is a cycle."""
-    stuck_set = set(stuck)
-    seen: dict[int, int] = {}
-    path: list[int] = []
-    pos = stuck[0]
-    while pos not in seen:
-        seen[pos] = len(path)
-        path.append(pos)
-        pos = next(d for d in graph.deps[pos] if d in stuck_set)
-    loop = path[seen[pos] :]
-    return [*loop, loop[0]]
+    """One loop among the nodes that never became ready, each node followed by the one it
+    depends on, closed (first node repeated)."""
+    count = len(graph.nodes)
+    before = np.fromiter((d for deps in graph.deps for d in deps), np.int64)
+    after = np.repeat(np.arange(count), [len(d) for d in graph.deps])
+    blocked = [False] * count
+    for pos in stuck:
+        blocked[pos] = True
+    loop, _ = one_cycle(count, before, after, blocked)  # in execution order
+    by_dependency = [loop[0], *reversed(loop[1:])]
+    return [*by_dependency, by_dependency[0]]
 
 
 def fold_dependencies(

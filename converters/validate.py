@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lumos.converters.attrs import STANDARD_FIELDS, attr_field, attr_value
+from lumos.converters.dag import blocked_nodes, one_cycle
 from lumos.converters.et_files import EtSource
 from lumos.errors import TraceFormatError
 from lumos.proto import pb
@@ -229,27 +230,12 @@ def _check_cycles(
     path: str,
     out: list[Problem],
 ) -> None:
-    """Kahn's algorithm over edges before[k] -> after[k]; report nodes left on a cycle."""
-    indeg = np.bincount(after, minlength=n).astype(np.int64)
-    perm = np.argsort(before, kind="stable")
-    heads = np.searchsorted(before[perm], np.arange(n + 1))
-    succ = after[perm].tolist()
-    heads_l = heads.tolist()
-    deg = indeg.tolist()
-    stack = [i for i in range(n) if deg[i] == 0]
-    seen = 0
-    while stack:
-        i = stack.pop()
-        seen += 1
-        for k in range(heads_l[i], heads_l[i + 1]):
-            j = succ[k]
-            deg[j] -= 1
-            if deg[j] == 0:
-                stack.append(j)
-    if seen == n:
+    """Report one explicit cycle of the edges before[k] -> after[k], if any."""
+    blocked_flags = blocked_nodes(n, before, after)
+    if not any(blocked_flags):
         return
-    cycle, core = _find_cycle(n, before, after, deg)
-    blocked = sum(1 for d in deg if d > 0)
+    cycle, core = one_cycle(n, before, after, blocked_flags)
+    blocked = sum(blocked_flags)
     shown = " -> ".join(f"{int(ids[i])} {names[i]!r}" for i in cycle[:8])
     more = f" -> ... ({len(cycle)} nodes)" if len(cycle) > 8 else ""
     i0 = cycle[0]
@@ -264,44 +250,6 @@ def _check_cycles(
             names[i0],
         )
     )
-
-
-def _find_cycle(
-    n: int, before: np.ndarray, after: np.ndarray, deg: list[int]
-) -> tuple[list[int], int]:
-    """One explicit cycle among the nodes Kahn could not free, and how many lie on cycles."""
-    stuck = np.array([d > 0 for d in deg])
-    keep = stuck[before] & stuck[after]
-    src, dst = before[keep], after[keep]
-    # Prune stuck nodes with no stuck successor: what remains lies on or between cycles.
-    outdeg = np.bincount(src, minlength=n).tolist()
-    perm = np.argsort(dst, kind="stable")
-    heads = np.searchsorted(dst[perm], np.arange(n + 1)).tolist()
-    preds = src[perm].tolist()
-    alive = stuck.tolist()
-    stack = [i for i in range(n) if alive[i] and outdeg[i] == 0]
-    while stack:
-        i = stack.pop()
-        alive[i] = False
-        for k in range(heads[i], heads[i + 1]):
-            j = preds[k]
-            outdeg[j] -= 1
-            if outdeg[j] == 0 and alive[j]:
-                stack.append(j)
-    core = sum(alive)
-    succ: dict[int, int] = {}
-    for a, b in zip(src.tolist(), dst.tolist(), strict=True):
-        if alive[a] and alive[b] and a not in succ:
-            succ[a] = b
-    start = next(i for i in range(n) if alive[i])
-    order: dict[int, int] = {}
-    walk: list[int] = []
-    node = start
-    while node not in order:
-        order[node] = len(walk)
-        walk.append(node)
-        node = succ[node]
-    return walk[order[node] :], core
 
 
 def _group_members(checks: Sequence[FileCheck]) -> dict[str, list[FileCheck]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lumos.converters.dag import blocked_nodes
 from lumos.simulator.graph import RankGraph
 
 MAX_LISTED = 5
@@ -21,25 +22,10 @@ def cycle_problems(g: RankGraph) -> list[str]:
     owner = np.repeat(np.arange(n), np.diff(g.dep_ptr))
     if not len(owner) or bool((g.dep_idx < owner).all()):
         return []
-    indeg = np.diff(g.dep_ptr).astype(np.int64)
-    order = np.argsort(g.dep_idx, kind="stable")
-    succ_ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(g.dep_idx, minlength=n), out=succ_ptr[1:])
-    succ = owner[order].tolist()
-    ptr = succ_ptr.tolist()
-    deg = indeg.tolist()
-    stack = [i for i in range(n) if not deg[i]]
-    seen = 0
-    while stack:
-        v = stack.pop()
-        seen += 1
-        for u in succ[ptr[v] : ptr[v + 1]]:
-            deg[u] -= 1
-            if not deg[u]:
-                stack.append(u)
-    if seen == n:
+    blocked = blocked_nodes(n, g.dep_idx.astype(np.int64), owner)
+    if not any(blocked):
         return []
-    stuck = [i for i in range(n) if deg[i]]
+    stuck = [i for i in range(n) if blocked[i]]
     names = ", ".join(g.where(i) for i in stuck[:MAX_LISTED])
     return [f"rank {g.rank}: dependency cycle among {len(stuck)} nodes, e.g. {names}"]
 
