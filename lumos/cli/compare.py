@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import click
-import orjson
 from rich.console import Console
 
-from lumos.cli.main import handle_errors
+from lumos.cli.main import echo_json, handle_errors
 from lumos.converters.et_files import find_et_sources
 from lumos.simulator.compare import compare, read_measured, render_comparison
 from lumos.simulator.netapi import CollectivePricer
@@ -66,7 +65,7 @@ def compare_command(
     result = simulate(target, options)
     comparison = compare(result, read_measured(target))
     if as_json:
-        click.echo(orjson.dumps(comparison.to_dict(), option=orjson.OPT_INDENT_2).decode())
+        echo_json(comparison.to_dict())
         return
     render_comparison(comparison, Console())
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
-from lumos.cli.main import handle_errors
+from lumos.cli.main import echo_json, handle_errors
 from lumos.converters.convert import RankSummary, convert
 
 
@@ -61,7 +60,7 @@ def register(group: click.Group) -> None:
                 list(inputs), Path(out_dir), prefix=prefix, step=step, on_rank=on_rank, jobs=jobs
             )
         if as_json:
-            click.echo(json.dumps(result.to_json(), indent=2))
+            echo_json(result.to_json())
             return
         for summary in lines:
             click.echo(_line(summary))

@@ -8,11 +8,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-import orjson
 from rich.console import Console
 from rich.table import Table
 
-from lumos.cli.main import EXIT_PROBLEMS, handle_errors
+from lumos.cli.main import EXIT_PROBLEMS, echo_json, handle_errors
 from lumos.converters.et_files import find_et_sources, iter_sources
 from lumos.converters.et_info import TraceInfo, trace_info
 from lumos.errors import LumosError
@@ -82,10 +81,7 @@ def info_cmd(paths: tuple[str, ...], as_json: bool) -> None:
     infos = [trace_info(find_et_sources(p)) for p in paths]
     if as_json:
         payload = [i.to_dict() for i in infos]
-        sys.stdout.buffer.write(
-            orjson.dumps(payload[0] if len(payload) == 1 else payload, option=orjson.OPT_INDENT_2)
-            + b"\n"
-        )
+        echo_json(payload[0] if len(payload) == 1 else payload)
         return
     console = Console()
     for info in infos:
@@ -125,7 +121,7 @@ def validate_cmd(paths: tuple[str, ...], as_json: bool) -> None:
                 for p in problems
             ],
         }
-        sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
+        echo_json(out)
     else:
         for p in problems:
             click.echo(f"{p.severity.value}: {p}")

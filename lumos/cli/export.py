@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import orjson
 
-from lumos.cli.main import handle_errors
+from lumos.cli.main import echo_json, handle_errors
 from lumos.converters.astra_export import CpuGaps, ExportOptions
 from lumos.converters.astra_preflight import preflight_bundle
 from lumos.converters.astra_sim import ExportRequest, ExportSummary, export_astra_sim
@@ -98,7 +97,7 @@ def astra_sim_command(
         )
     )
     if as_json:
-        click.echo(orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2).decode())
+        echo_json(summary.to_dict())
     else:
         _print(summary)
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+import orjson
 
 from lumos import __version__
 from lumos.errors import (
@@ -65,6 +66,12 @@ def handle_errors(func: F) -> F:
             sys.exit(EXIT_OTHER)
 
     return wrapper  # type: ignore[return-value]
+
+
+def echo_json(payload: object) -> None:
+    """Print `payload` as indented JSON on stdout (every command's `--json`)."""
+    sys.stdout.buffer.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2) + b"\n")
+    sys.stdout.flush()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})

@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 import click
-import orjson
 from rich.console import Console
 
-from lumos.cli.main import handle_errors
+from lumos.cli.main import echo_json, handle_errors
 from lumos.converters.et_files import find_et_sources
 from lumos.errors import ConfigError, MissingExtraError
 from lumos.simulator.costmodel import CostModel
@@ -150,7 +149,7 @@ def simulate_command(
     plots = _write_plots(report, result, plot_prefix) if plot_prefix else []
     if as_json:
         payload = result.to_json() | {"report": report.to_dict()}
-        click.echo(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode())
+        echo_json(payload)
         return
     render_summary(report, Console())
     if timeline:
