@@ -124,10 +124,6 @@ class EtReader:
     def close(self) -> None:
         self._stream.close()
 
-    def raw_frames(self) -> Iterator[tuple[int, bytes]]:
-        """Yield (byte offset, serialized node) without parsing."""
-        return self._frames
-
     def __iter__(self) -> Iterator[pb.Node]:
         for index, (offset, payload) in enumerate(self._frames):
             node = pb.Node()
@@ -188,11 +184,6 @@ class EtWriter:
                 "readers take its empty frame for the end of the file",
                 where=f"node #{self.count}",
             )
-        self._write_frame(payload)
-        self.count += 1
-
-    def write_raw(self, payload: bytes) -> None:
-        """Append one already-serialized node."""
         self._write_frame(payload)
         self.count += 1
 

@@ -138,10 +138,6 @@ class HostTrace:
         return {int(v): i for i, v in enumerate(self.id.tolist())}
 
 
-def is_host_et(meta: dict[str, Any]) -> bool:
-    return "schema" in meta and "traceEvents" not in meta
-
-
 _INT_FIELDS = ("id", "parent", "rf_id", "tid", "seq_id", "fw_parent")
 _FLAT_IDS = itemgetter("id", "parent", "rf_id", "tid", "seq_id", "fw_parent")
 _FLAT_REST = itemgetter(

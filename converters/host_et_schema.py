@@ -57,8 +57,6 @@ ROOT_NAMES = frozenset(
     }
 )
 PROCESS_GROUP_INIT = "## process_group:init ##"
-#: attributes copied from a node's attrs (CHAKRA) or top level (FLAT) into HostOp.
-ID_ATTRS = ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema")
 #: comm attributes of 1.1.0+ `record_param_comms` nodes.
 COMM_ATTRS = (
     "collective_name",

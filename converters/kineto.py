@@ -50,8 +50,6 @@ ARG_EXTERNAL = "External id"
 ARG_RF_ID = "Record function id"
 ARG_CORRELATION = "correlation"
 ARG_STREAM = "stream"
-ARG_DEVICE = "device"
-NCCL_ARG_NAMES = ("Collective name", "In msg nelems", "Out msg nelems", "Group size")
 
 _INT_COLUMNS = ("pid", "tid", "ext", "rf", "corr")
 
@@ -316,7 +314,3 @@ def load_kineto(source: TraceFile) -> KinetoTrace:
     trace.device_name = name
     columns.finish(trace)
     return trace
-
-
-def is_kineto(meta: dict[str, Any]) -> bool:
-    return "traceEvents" in meta

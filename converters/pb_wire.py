@@ -65,15 +65,6 @@ def varints(values: np.ndarray, present: np.ndarray | None = None) -> Mat:
     return Mat((groups | (more.astype(np.uint64) << np.uint64(7))).astype(np.uint8), n)
 
 
-def prefixed(prefix: bytes, value: Mat, present: np.ndarray) -> Mat:
-    """Constant bytes then `value`, as one matrix (present rows only)."""
-    head = len(prefix)
-    mat = np.empty((len(present), head + value.mat.shape[1]), np.uint8)
-    mat[:, :head] = np.frombuffer(prefix, np.uint8)
-    mat[:, head:] = value.mat
-    return Mat(mat, np.where(present, head + value.lens, 0))
-
-
 def const(prefix: bytes, present: np.ndarray) -> Mat:
     """The same bytes on every present row."""
     row = np.frombuffer(prefix, np.uint8)

@@ -104,16 +104,6 @@ class TaskTable:
         return self.names[self.name[task]]
 
 
-@dataclass(slots=True)
-class Graph:
-    """All tasks of one rank, numbered, plus what the writer puts in the metadata."""
-
-    tasks: TaskTable
-    step_start: int
-    step_ns: int | None
-    step_name: str
-
-
 def finalize(table: TaskTable, step_start: int) -> None:
     """Number tasks deterministically and fill `gap` on CPU threads."""
     n = len(table)
