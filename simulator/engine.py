@@ -4,7 +4,7 @@ An event is `(time, priority, item)` packed into one Python int
 `time << TIME_SHIFT | priority << PRIO_SHIFT | item`, so the heap compares plain ints
 (about twice as fast as tuples). Events pop in (time, priority, item) order. `item` is a
 caller-chosen non-negative id below 2**PRIO_SHIFT, unique among pending events (the
-scheduler uses node index × 4 + event kind); ordering ties on it rather than on insertion
+scheduler uses node index × 8 + event kind); ordering ties on it rather than on insertion
 order makes a run bit-reproducible *and* independent of which other ranks are simulated
 alongside — what exact symmetry folding needs. Hot loops may inline the packing with the
 constants below; `push`/`pop` are the readable form.
