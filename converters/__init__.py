@@ -1,6 +1,13 @@
-"""Everything that reads or writes a trace format.
+"""Everything that reads or writes a trace format; never imports `lumos.simulator`.
 
-The Chakra ET format layer (`et_io`, `et_files`, `attrs`, `validate`, `et_json`) is
-imported by the simulator and the exporters; the PyTorch host ET and Kineto readers,
-the linker and the graph builder sit beside it and are only imported by `lumos convert`.
+- `chakra/`    the Chakra ET format: stream I/O, wire encoding, validator, JSON, info,
+               graph export, attribute helpers and lumos's attribute conventions.
+- `pytorch/`   PyTorch host ETs and Kineto traces: loading, linking, the execution-graph
+               build, the Chakra writer, the convert driver and the capture helper.
+- `ops/`       what an ATen op is: its arguments, FLOPs and bytes; shared by the converter
+               (Chakra `num_ops`, host-only durations) and the simulator's cost model.
+- `astra_sim/` the ASTRA-sim exporter: workload mapping, configs, groups, pre-flight, bundle.
+
+Imports flow `chakra` ← `ops` ← `pytorch`, and `chakra` ← `astra_sim`; `tests/test_layering.py`
+checks it.
 """

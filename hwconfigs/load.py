@@ -15,9 +15,49 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from lumos.errors import ConfigError
+from lumos.hwconfigs.fields import (
+    REQUIRED as _REQUIRED,
+)
+from lumos.hwconfigs.fields import (
+    Parser,
+)
+from lumos.hwconfigs.fields import (
+    choice as _choice,
+)
+from lumos.hwconfigs.fields import (
+    count as _count,
+)
+from lumos.hwconfigs.fields import (
+    efficiency as _efficiency,
+)
+from lumos.hwconfigs.fields import (
+    fields as _fields,
+)
+from lumos.hwconfigs.fields import (
+    flag as _flag,
+)
+from lumos.hwconfigs.fields import (
+    link as _link,
+)
+from lumos.hwconfigs.fields import (
+    non_negative as _non_negative,
+)
+from lumos.hwconfigs.fields import (
+    optional_link as _optional_link,
+)
+from lumos.hwconfigs.fields import (
+    optional_positive as _optional_positive,
+)
+from lumos.hwconfigs.fields import (
+    positive as _positive,
+)
+from lumos.hwconfigs.fields import (
+    read_yaml as _read_yaml,
+)
+from lumos.hwconfigs.fields import (
+    text as _text,
+)
 from lumos.hwconfigs.schema import (
     CollectiveChoice,
     EfficiencyPoint,
@@ -33,9 +73,6 @@ from lumos.hwconfigs.schema import (
 ROOT = Path(__file__).resolve().parent
 KINDS = ("gpus", "nodes", "fabrics", "systems")
 COLLECTIVE_ALGORITHMS = ("auto", "ring", "tree", "nvls", "direct", "hierarchical")
-
-_REQUIRED = object()
-Parser = Callable[[Any, str], Any]
 
 
 def shipped_names(kind: str = "systems") -> list[str]:
@@ -54,117 +91,6 @@ def shipped_path(kind: str, name: str) -> Path:
             f"no shipped {kind[:-1]} config {name!r} (have: {', '.join(names)}){hint}"
         )
     return path
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    return data
-
-
-def _fields(
-    data: Mapping[str, Any], table: Mapping[str, tuple[Parser, Any]], where: str
-) -> dict[str, Any]:
-    """Check keys against `table` (key -> (parser, default or _REQUIRED)) and parse values."""
-    for key in data:
-        if key not in table:
-            close = difflib.get_close_matches(str(key), list(table), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(table)}"
-            raise ConfigError(f"{where}: unknown key {key!r}{hint}")
-    out = {}
-    for key, (parse, default) in table.items():
-        if key in data:
-            out[key] = parse(data[key], f"{where}: {key}")
-        elif default is _REQUIRED:
-            raise ConfigError(f"{where}: missing key {key!r}")
-        else:
-            out[key] = default
-    return out
-
-
-def _positive(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ConfigError(f"{where} must be a positive number, got {value!r}")
-    return float(value)
-
-
-def _non_negative(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ConfigError(f"{where} must be a number >= 0, got {value!r}")
-    return float(value)
-
-
-def _count(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{where} must be an integer >= 1, got {value!r}")
-    return value
-
-
-def _text(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise ConfigError(f"{where} must be a string, got {value!r}")
-    return value
-
-
-def _flag(value: Any, where: str) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"{where} must be true or false, got {value!r}")
-    return value
-
-
-def _optional_positive(value: Any, where: str) -> float | None:
-    return None if value is None else _positive(value, where)
-
-
-def _choice(options: tuple[str, ...]) -> Parser:
-    def parse(value: Any, where: str) -> str:
-        if value not in options:
-            close = difflib.get_close_matches(str(value), list(options), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(f"{where} = {value!r} is not one of {list(options)}{hint}")
-        return str(value)
-
-    return parse
-
-
-def _efficiency(value: Any, where: str) -> tuple[EfficiencyPoint, ...]:
-    if not isinstance(value, list) or not value:
-        raise ConfigError(f"{where} must be a list of [size_bytes, efficiency] pairs")
-    points = []
-    for item in value:
-        if not (isinstance(item, list) and len(item) == 2):
-            raise ConfigError(f"{where}: entry {item!r} is not a [size_bytes, efficiency] pair")
-        size = int(_positive(item[0], f"{where} size"))
-        eff = _positive(item[1], f"{where} efficiency")
-        if eff > 1:
-            raise ConfigError(f"{where}: efficiency {eff} is above 1")
-        points.append(EfficiencyPoint(size, eff))
-    if [p.size_bytes for p in points] != sorted({p.size_bytes for p in points}):
-        raise ConfigError(f"{where}: sizes must be strictly increasing")
-    return tuple(points)
-
-
-_LINK = {
-    "bandwidth_gbps": (_positive, _REQUIRED),
-    "latency_ns": (_non_negative, _REQUIRED),
-    "efficiency": (_efficiency, (EfficiencyPoint(1, 1.0),)),
-}
-
-
-def _link(value: Any, where: str) -> LinkSpec:
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"{where} must be a mapping with {', '.join(_LINK)}")
-    return LinkSpec(**_fields(value, _LINK, where))
-
-
-def _optional_link(value: Any, where: str) -> LinkSpec | None:
-    return None if value is None else _link(value, where)
 
 
 def _ref(kind: str, base: Path, build: Callable[[Mapping[str, Any], str, Path], Any]) -> Parser:

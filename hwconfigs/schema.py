@@ -124,7 +124,7 @@ class FabricSpec:
 
 @dataclass(slots=True, frozen=True)
 class CollectiveChoice:
-    """Algorithm per collective: a module name from lumos.simulator.collectives, or `auto`."""
+    """Algorithm per collective: a module name from lumos.simulator.network.collectives, or `auto`."""
 
     all_reduce: str = "auto"
     all_gather: str = "auto"

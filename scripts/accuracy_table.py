@@ -22,7 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lumos.simulator.compare import Comparison, compare, read_measured
+from lumos.simulator.report.compare import Comparison, compare
+from lumos.simulator.report.measured import read_measured
 from lumos.simulator.run import SimOptions, simulate
 
 ROOT = Path(__file__).resolve().parents[1]

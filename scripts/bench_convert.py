@@ -131,7 +131,7 @@ code = os.environ.get("BENCH_CODE")
 if code:  # run another source tree instead of the installed (editable) one
     sys.meta_path = [f for f in sys.meta_path if "editable" not in type(f).__module__]
     sys.path.insert(0, code)
-from lumos.converters.convert import convert
+from lumos.converters.pytorch.convert import convert
 t = time.perf_counter()
 r = convert([sys.argv[1]], sys.argv[2], prefix="bench")
 wall = time.perf_counter() - t

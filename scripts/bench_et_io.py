@@ -48,14 +48,14 @@ def child(task: str, path: str, n: int) -> dict:
     t0 = time.perf_counter()
     count = 0
     if task == "write":
-        from lumos.converters.et_io import EtWriter
+        from lumos.converters.chakra.stream import EtWriter
 
         with EtWriter(path) as w:
             for i in range(n):
                 w.write(make_node(pb, i))
         count = n
     elif task == "read":
-        from lumos.converters.et_io import EtReader
+        from lumos.converters.chakra.stream import EtReader
 
         with EtReader(path) as r:
             for _ in r:

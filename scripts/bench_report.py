@@ -12,12 +12,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from lumos.simulator.breakdown import breakdown
-from lumos.simulator.critical_path import critical_path
-from lumos.simulator.report import build_report
+from lumos.simulator.report.breakdown import breakdown
+from lumos.simulator.report.critical_path import critical_path
+from lumos.simulator.report.summary import build_report
+from lumos.simulator.report.timeline import write_timeline
 from lumos.simulator.run import SimOptions, simulate
-from lumos.simulator.synthetic import StepShape, synthetic_step
-from lumos.simulator.timeline import write_timeline
+from lumos.simulator.workload.synthetic import StepShape, synthetic_step
 
 
 def main() -> None:

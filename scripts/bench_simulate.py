@@ -24,10 +24,10 @@ from collections.abc import Callable
 from heapq import heappop, heappush
 from pathlib import Path
 
-from lumos.converters.et_files import find_et_sources
+from lumos.converters.chakra.files import find_et_sources
 from lumos.simulator.load import load_graphs
 from lumos.simulator.run import SimOptions, simulate
-from lumos.simulator.synthetic import StepShape, synthetic_step
+from lumos.simulator.workload.synthetic import StepShape, synthetic_step
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 RESNET = FIXTURES / "astra-sim/inputs/workload/ASTRA-sim-2.0/resnet_dp.tar"

@@ -1,7 +1,7 @@
 """Capture matched host ET + Kineto traces of a tiny GPT under DDP, FSDP or a 2-stage pipeline.
 
 Run with torchrun, one process per rank; each rank writes its pair with
-`lumos.converters.capture.capture_steps` after a few warm-up steps:
+`lumos.converters.pytorch.capture.capture_steps` after a few warm-up steps:
 
     torchrun --nproc-per-node 2 scripts/capture_gpt.py --mode ddp --out out/ddp
     torchrun --nproc-per-node 2 scripts/capture_gpt.py --mode pipeline --device cuda --out out/pp
@@ -23,7 +23,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from lumos.converters.capture import capture_steps, check_capture
+from lumos.converters.pytorch.capture import capture_steps, check_capture
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,11 +33,11 @@ from typing import Any
 import numpy as np
 import orjson
 
-from lumos.converters.op_cost import CostKind, OpCost, Unpriced, op_cost
-from lumos.hwconfigs.calibration import ComputeCalibration, load_calibration
+from lumos.converters.ops.flops import CostKind, OpCost, Unpriced, op_cost
+from lumos.hwconfigs.calibration_tables import ComputeCalibration, load_calibration
 from lumos.hwconfigs.load import load_gpu
 from lumos.hwconfigs.schema import EfficiencyPoint, GpuSpec
-from lumos.simulator.costmodel import CostModel
+from lumos.simulator.costmodel.roofline import CostModel
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(os.environ.get("LUMOS_FIXTURES", ROOT.parent / "shared" / "fixtures"))

@@ -20,14 +20,14 @@ from typing import Any
 
 import orjson
 
-from lumos.converters.comm_tasks import CommContext
-from lumos.converters.convert import plan
-from lumos.converters.host_et import HostTrace, load_host_et
-from lumos.converters.host_graph import build_host_tasks, step_rows
-from lumos.converters.op_cost import OpCost, op_cost
-from lumos.converters.tasks import TaskKind
+from lumos.converters.ops.flops import OpCost, op_cost
+from lumos.converters.pytorch.comm_tasks import CommContext
+from lumos.converters.pytorch.inputs import plan
+from lumos.converters.pytorch.host_et import HostTrace, load_host_et
+from lumos.converters.pytorch.host_graph import build_host_tasks, step_rows
+from lumos.converters.pytorch.tasks import TaskKind
 from lumos.hwconfigs.load import load_system
-from lumos.simulator.costmodel import CostModel
+from lumos.simulator.costmodel.roofline import CostModel
 
 
 def old_rule(host: HostTrace) -> Counter[str]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 
 from lumos.hwconfigs import load_system
-from lumos.simulator.collectives import Kind
-from lumos.simulator.network import make_pricer
+from lumos.simulator.network.collectives import Kind
+from lumos.simulator.network.nccl import make_pricer
 
 SIZES = [8, 1 << 16, 1 << 20, 16 << 20, 128 << 20, 1 << 30, 8 << 30]
 

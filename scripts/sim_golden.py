@@ -69,7 +69,7 @@ GRAPH_FIELDS = (
 def _converted(name: str, inputs: list[Path]) -> Path:
     out = CACHE / name
     if not (out / "done").exists():
-        from lumos.converters.convert import convert
+        from lumos.converters.pytorch.convert import convert
 
         out.mkdir(parents=True, exist_ok=True)
         convert(inputs, out, prefix="t")
@@ -111,11 +111,11 @@ def _graph_digest(target: Path, **kw: object) -> str:
 def _cases() -> Iterator[tuple[str, Callable[[], object], Callable[[], Any], dict]]:
     """(name, source factory, options factory, load kwargs) for every case."""
     from lumos.hwconfigs.load import load_system
-    from lumos.simulator.astra_compat import AstraPricer
-    from lumos.simulator.costmodel import CostModel
-    from lumos.simulator.network import pricer_for_job
+    from lumos.simulator.costmodel.roofline import CostModel
+    from lumos.simulator.network.astra import AstraPricer
+    from lumos.simulator.network.nccl import pricer_for_job
     from lumos.simulator.run import Mode, SimOptions
-    from lumos.simulator.synthetic import StepShape, synthetic_step
+    from lumos.simulator.workload.synthetic import StepShape, synthetic_step
 
     h100 = CostModel.for_gpu(load_system("h100").gpu)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lumos.simulator.graph import RankGraph
-from lumos.simulator.netapi import CollectivePricer
+from lumos.simulator.network.api import CollectivePricer
 from lumos.simulator.rendezvous import Instance
 
 #: ASTRA-sim simulates these collective types; others only wait their duration.

@@ -54,7 +54,7 @@ class RankGraph:
     - sync: `sync_kind` int8 (`SyncKind`), `sync_stream`, `sync_event` int64 (for an
       event record, `sync_event` holds the recorded event id).
 
-    For the compute cost model (`lumos.simulator.estimate`): `op_inputs[i]` = the
+    For the compute cost model (`lumos.simulator.costmodel.estimate`): `op_inputs[i]` = the
     (shapes, types, values) strings of a node marked `dur_estimated`, `op_work[i]` =
     (`num_ops`, `tensor_size`) of a compute node with no recorded duration.
 

@@ -16,8 +16,8 @@ from operator import attrgetter
 
 import numpy as np
 
-from lumos.converters import conventions as cv
-from lumos.converters.attrs import attr_value
+from lumos.converters.chakra import conventions as cv
+from lumos.converters.chakra.attrs import attr_value
 from lumos.errors import TraceFormatError
 from lumos.proto import pb
 from lumos.simulator.graph import COMM_TYPES, RECV, SEND, RankGraph, SyncKind

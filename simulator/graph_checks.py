@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lumos.converters.dag import blocked_nodes
+from lumos.converters.chakra.dag import blocked_nodes
 from lumos.simulator.graph import RankGraph
 
 MAX_LISTED = 5

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from lumos.converters.compressed import decompressing
-from lumos.converters.et_files import EtSource, find_et_sources
-from lumos.converters.et_io import EtReader
+from lumos.converters.chakra.compressed import decompressing
+from lumos.converters.chakra.files import EtSource, find_et_sources
+from lumos.converters.chakra.stream import EtReader
 from lumos.simulator.graph import COLL, RankGraph
 from lumos.simulator.graph_build import graph_from_et
 from lumos.simulator.graph_checks import cycle_problems, drop_forward_deps

@@ -25,13 +25,13 @@ import numpy as np
 from lumos.errors import ConfigError, SimulationError, ValidationError
 from lumos.simulator.align import align_ranks
 from lumos.simulator.comm_cost import CommCoster
-from lumos.simulator.costmodel import CostModel
-from lumos.simulator.estimate import estimate_graph, needs_estimates
+from lumos.simulator.costmodel.estimate import estimate_graph, needs_estimates
+from lumos.simulator.costmodel.roofline import CostModel
 from lumos.simulator.fold import Folding, find_folding, identity
 from lumos.simulator.graph import COLL, RECV, SEND, RankGraph
 from lumos.simulator.graph_checks import cycle_problems
 from lumos.simulator.load import load_graphs
-from lumos.simulator.netapi import CollectivePricer
+from lumos.simulator.network.api import CollectivePricer
 from lumos.simulator.plan import Plan, build_plan
 from lumos.simulator.processors import assign_processors
 from lumos.simulator.rendezvous import Instance, match_collectives, match_p2p
@@ -63,7 +63,7 @@ class SimOptions:
     `align_ranks`: start each rank when it started the measured step (`step_start_ns`,
     see `lumos.simulator.align`); None = in replay mode only; never in astra mode.
     `cost_model` prices compute with no measured duration (`dur_estimated`, or no
-    duration but `num_ops`/`tensor_size`; see `lumos.simulator.estimate`): always in
+    duration but `num_ops`/`tensor_size`; see `lumos.simulator.costmodel.estimate`): always in
     model mode, in replay mode only with `estimate_missing`.
     """
 
@@ -165,7 +165,7 @@ def _estimate(graphs: list[RankGraph], mode: Mode, opts: SimOptions) -> list[Ran
         raise ConfigError(
             f"rank {todo[0].rank}: compute nodes carry no measured duration (dur_estimated, "
             "e.g. converted from a host ET alone); pricing them needs --hw with a GPU that has "
-            "a compute calibration (hwconfigs/calibration/)"
+            "a compute calibration (hwconfigs/calibration_tables/)"
         )
     return [estimate_graph(g, opts.cost_model) if needs_estimates(g) else g for g in graphs]
 

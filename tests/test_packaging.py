@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tomllib
 
-from lumos.converters.conventions import attributes_markdown
+from lumos.converters.chakra.conventions import attributes_markdown
 from tests.conftest import REPO
 
 TOP = {
@@ -22,9 +22,11 @@ def test_every_package_folder_is_listed_in_pyproject() -> None:
     )
     found = set()
     for folder, name in TOP.items():
-        for init in (REPO / folder).rglob("__init__.py"):
-            rel = init.parent.relative_to(REPO / folder).parts
-            found.add(".".join((name, *rel)))
+        for path in (REPO / folder).rglob("*"):
+            # a folder of Python modules or of shipped data is a package to list
+            if path.suffix in {".py", ".yaml", ".proto"} and "__pycache__" not in path.parts:
+                rel = path.parent.relative_to(REPO / folder).parts
+                found.add(".".join((name, *rel)))
     assert found == listed
 
 

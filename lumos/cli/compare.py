@@ -6,9 +6,10 @@ import click
 from rich.console import Console
 
 from lumos.cli.main import echo_json, handle_errors
-from lumos.converters.et_files import find_et_sources
-from lumos.simulator.compare import compare, read_measured, render_comparison
-from lumos.simulator.netapi import CollectivePricer
+from lumos.converters.chakra.files import find_et_sources
+from lumos.simulator.network.api import CollectivePricer
+from lumos.simulator.report.compare import compare, render_comparison
+from lumos.simulator.report.measured import read_measured
 from lumos.simulator.run import Mode, SimOptions, simulate
 
 
@@ -16,7 +17,7 @@ def _pricer(hw: str | None, ranks: int) -> CollectivePricer | None:
     """The network pricer for collectives without a recorded time (only with --hw)."""
     if hw is None:
         return None
-    from lumos.simulator.network import pricer_for_job
+    from lumos.simulator.network.nccl import pricer_for_job
 
     return pricer_for_job(hw, ranks)
 
@@ -68,8 +69,3 @@ def compare_command(
         echo_json(comparison.to_dict())
         return
     render_comparison(comparison, Console())
-
-
-def register(group: click.Group) -> None:
-    """Add `lumos compare` to the command group."""
-    group.add_command(compare_command)

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from lumos.cli.main import echo_json, handle_errors
-from lumos.converters.convert import RankSummary, convert
+from lumos.converters.pytorch.convert import RankSummary, convert
 
 
 def _line(s: RankSummary) -> str:
@@ -19,59 +19,58 @@ def _line(s: RankSummary) -> str:
     )
 
 
-def register(group: click.Group) -> None:
-    @group.command("convert")
-    @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True))
-    @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False))
-    @click.option("--prefix", default="trace", show_default=True, help="Output file prefix.")
-    @click.option(
-        "--step", type=int, default=None, help="ProfilerStep number (default: last complete)."
-    )
-    @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-    @click.option(
-        "-j",
-        "--jobs",
-        type=click.IntRange(min=1),
-        default=1,
-        show_default=True,
-        help="Ranks converted at once, in worker processes.",
-    )
-    @handle_errors
-    def convert_cmd(
-        inputs: tuple[str, ...],
-        out_dir: str,
-        prefix: str,
-        step: int | None,
-        as_json: bool,
-        jobs: int,
-    ) -> None:
-        """Convert host ETs and Kineto traces (files, folders or tars) to <prefix>.<rank>.et."""
-        from rich.progress import Progress
+@click.command("convert")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False))
+@click.option("--prefix", default="trace", show_default=True, help="Output file prefix.")
+@click.option(
+    "--step", type=int, default=None, help="ProfilerStep number (default: last complete)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Ranks converted at once, in worker processes.",
+)
+@handle_errors
+def convert_cmd(
+    inputs: tuple[str, ...],
+    out_dir: str,
+    prefix: str,
+    step: int | None,
+    as_json: bool,
+    jobs: int,
+) -> None:
+    """Convert host ETs and Kineto traces (files, folders or tars) to <prefix>.<rank>.et."""
+    from rich.progress import Progress
 
-        lines: list[RankSummary] = []
-        with Progress(transient=True, disable=as_json) as progress:
-            task = progress.add_task("converting", total=None)
+    lines: list[RankSummary] = []
+    with Progress(transient=True, disable=as_json) as progress:
+        task = progress.add_task("converting", total=None)
 
-            def on_rank(summary: RankSummary) -> None:
-                lines.append(summary)
-                progress.update(task, advance=1, description=f"rank {summary.rank} done")
+        def on_rank(summary: RankSummary) -> None:
+            lines.append(summary)
+            progress.update(task, advance=1, description=f"rank {summary.rank} done")
 
-            result = convert(
-                list(inputs), Path(out_dir), prefix=prefix, step=step, on_rank=on_rank, jobs=jobs
+        result = convert(
+            list(inputs), Path(out_dir), prefix=prefix, step=step, on_rank=on_rank, jobs=jobs
+        )
+    if as_json:
+        echo_json(result.to_json())
+        return
+    for summary in lines:
+        click.echo(_line(summary))
+        if summary.link and summary.link.unmatched:
+            reasons = ", ".join(f"{k}: {v}" for k, v in sorted(summary.link.unmatched.items()))
+            click.echo(f"  unlinked host ops: {reasons}")
+        if summary.unknown_comm:
+            click.echo(
+                f"  {summary.unknown_comm} comm op(s) of unknown type (written as all-reduce)"
             )
-        if as_json:
-            echo_json(result.to_json())
-            return
-        for summary in lines:
-            click.echo(_line(summary))
-            if summary.link and summary.link.unmatched:
-                reasons = ", ".join(f"{k}: {v}" for k, v in sorted(summary.link.unmatched.items()))
-                click.echo(f"  unlinked host ops: {reasons}")
-            if summary.unknown_comm:
-                click.echo(
-                    f"  {summary.unknown_comm} comm op(s) of unknown type (written as all-reduce)"
-                )
-        total = sum(s.nodes for s in lines)
-        click.echo(f"{len(lines)} rank(s), {total} nodes, {sum(s.comm for s in lines)} comm nodes")
-        for problem in result.problems:
-            click.echo(f"warning: {problem}", err=True)
+    total = sum(s.nodes for s in lines)
+    click.echo(f"{len(lines)} rank(s), {total} nodes, {sum(s.comm for s in lines)} comm nodes")
+    for problem in result.problems:
+        click.echo(f"warning: {problem}", err=True)

@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.table import Table
 
 from lumos.cli.main import EXIT_PROBLEMS, echo_json, handle_errors
-from lumos.converters.et_files import find_et_sources, iter_sources
-from lumos.converters.et_info import TraceInfo, trace_info
+from lumos.converters.chakra.files import find_et_sources, iter_sources
+from lumos.converters.chakra.info import TraceInfo, trace_info
 from lumos.errors import LumosError
 
 PATHS = click.argument("paths", nargs=-1, required=True, type=click.Path(exists=False))
@@ -97,7 +97,7 @@ def validate_cmd(paths: tuple[str, ...], as_json: bool) -> None:
 
     Exits 1 if any error is found; every problem names the file, node id and name.
     """
-    from lumos.converters.validate import validate_sources
+    from lumos.converters.chakra.validate import validate_sources
 
     reports = [validate_sources(find_et_sources(p)) for p in paths]
     problems = [p for r in reports for p in r.problems]
@@ -137,7 +137,7 @@ def validate_cmd(paths: tuple[str, ...], as_json: bool) -> None:
 @handle_errors
 def to_json_cmd(path: str, output: str) -> None:
     """Render one .et file as valid JSON (or JSON Lines), losslessly."""
-    from lumos.converters.et_json import write_json
+    from lumos.converters.chakra.json_codec import write_json
 
     (source,) = find_et_sources(path)
     out = Path(output)
@@ -157,7 +157,7 @@ def to_json_cmd(path: str, output: str) -> None:
 @handle_errors
 def from_json_cmd(path: str, output: str) -> None:
     """Turn a .json / .jsonl rendering back into a .et file."""
-    from lumos.converters.et_json import json_to_et
+    from lumos.converters.chakra.json_codec import json_to_et
 
     count = json_to_et(path, output)
     click.echo(f"wrote {count:,} nodes to {output}")
@@ -170,7 +170,7 @@ def from_json_cmd(path: str, output: str) -> None:
 @handle_errors
 def graph_cmd(paths: tuple[str, ...], output: str, max_nodes: int) -> None:
     """Export the dependency graph (all ranks) as GraphML or DOT, for small traces."""
-    from lumos.converters.et_graph import to_networkx, write_dot, write_graphml
+    from lumos.converters.chakra.graph_export import to_networkx, write_dot, write_graphml
 
     graph = to_networkx(iter_sources(list(paths)), max_nodes=max_nodes)
     if output.endswith(".dot"):
@@ -183,8 +183,3 @@ def graph_cmd(paths: tuple[str, ...], output: str, max_nodes: int) -> None:
     click.echo(
         f"wrote {graph.number_of_nodes():,} nodes, {graph.number_of_edges():,} edges to {output}"
     )
-
-
-def register(group: click.Group) -> None:
-    """Add `lumos et` to the CLI."""
-    group.add_command(et_group)

@@ -7,9 +7,9 @@ from pathlib import Path
 import click
 
 from lumos.cli.main import echo_json, handle_errors
-from lumos.converters.astra_export import CpuGaps, ExportOptions
-from lumos.converters.astra_preflight import preflight_bundle
-from lumos.converters.astra_sim import ExportRequest, ExportSummary, export_astra_sim
+from lumos.converters.astra_sim.export import ExportRequest, ExportSummary, export_astra_sim
+from lumos.converters.astra_sim.preflight import preflight_bundle
+from lumos.converters.astra_sim.workload import CpuGaps, ExportOptions
 
 
 @click.group("export")
@@ -133,8 +133,3 @@ def _print(summary: ExportSummary) -> None:
     for note in summary.notes:
         click.echo(f"note: {note}")
     click.echo(f"run: {summary.bundle / 'run.sh'}")
-
-
-def register(group: click.Group) -> None:
-    """Add `lumos export` to the CLI."""
-    group.add_command(export_group)

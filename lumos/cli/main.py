@@ -35,14 +35,32 @@ EXIT_FORMAT = 3
 EXIT_CONFIG = 4
 EXIT_OTHER = 5
 
-#: sub-command modules; each defines `register(group)`.
-COMMAND_MODULES = (
-    "lumos.cli.et",
-    "lumos.cli.convert",
-    "lumos.cli.simulate",
-    "lumos.cli.export",
-    "lumos.cli.compare",
-)
+#: sub-commands: name -> (module, click object in it, one-line help). A command's module
+#: (and numpy, rich, the simulator ...) is imported only when that command runs or shows
+#: its own help, so `lumos --help` and `lumos --version` start in a few tens of ms.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "convert": (
+        "lumos.cli.convert",
+        "convert_cmd",
+        "PyTorch host ETs and/or Kineto traces -> Chakra ETs.",
+    ),
+    "et": ("lumos.cli.et", "et_group", "Inspect, validate and convert Chakra ET files."),
+    "simulate": (
+        "lumos.cli.simulate",
+        "simulate_command",
+        "Simulate every rank of a trace and report.",
+    ),
+    "compare": (
+        "lumos.cli.compare",
+        "compare_command",
+        "Simulated vs measured step, per rank and stream.",
+    ),
+    "export": (
+        "lumos.cli.export",
+        "export_group",
+        "Hand a trace to another simulator (ASTRA-sim).",
+    ),
+}
 
 
 def handle_errors(func: F) -> F:
@@ -74,7 +92,28 @@ def echo_json(payload: object) -> None:
     sys.stdout.flush()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+class LazyGroup(click.Group):
+    """A click group whose sub-commands are imported on first use (see `COMMANDS`)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS and cmd_name not in self.commands:
+            module_name, attr, _ = COMMANDS[cmd_name]
+            self.add_command(getattr(importlib.import_module(module_name), attr), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in sorted(COMMANDS)]
+        rows += [(n, c.get_short_help_str()) for n, c in self.commands.items() if n not in COMMANDS]
+        with formatter.section("Commands"):
+            formatter.write_dl(sorted(rows))
+
+
+@click.group(
+    cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "show_default": True}
+)
 @click.version_option(__version__, prog_name="lumos")
 @click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
 def cli(verbose: int) -> None:
@@ -82,20 +121,6 @@ def cli(verbose: int) -> None:
     simulate, estimate, export to ASTRA-sim."""
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-
-
-def _register_all() -> None:
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:  # that area is not built yet
-                continue
-            raise
-        module.register(cli)
-
-
-_register_all()
 
 
 def main() -> None:

@@ -9,11 +9,11 @@ import click
 from rich.console import Console
 
 from lumos.cli.main import echo_json, handle_errors
-from lumos.converters.et_files import find_et_sources
+from lumos.converters.chakra.files import find_et_sources
 from lumos.errors import ConfigError, MissingExtraError
-from lumos.simulator.costmodel import CostModel
-from lumos.simulator.netapi import CollectivePricer
-from lumos.simulator.report import Report
+from lumos.simulator.costmodel.roofline import CostModel
+from lumos.simulator.network.api import CollectivePricer
+from lumos.simulator.report.summary import Report
 from lumos.simulator.result import SimResult
 from lumos.simulator.run import Mode, SimOptions, simulate
 
@@ -24,12 +24,12 @@ def _pricer(
     if (system_json is None) != (network_yml is None):
         raise ConfigError("--astra-sim-system and --astra-sim-network go together")
     if system_json is not None and network_yml is not None:
-        from lumos.simulator.astra_compat import AstraPricer
+        from lumos.simulator.network.astra import AstraPricer
 
         return AstraPricer.from_files(system_json, network_yml)
     if hw is None:
         return None
-    from lumos.simulator.network import pricer_for_job
+    from lumos.simulator.network.nccl import pricer_for_job
 
     return pricer_for_job(hw, ranks)
 
@@ -48,7 +48,7 @@ def _cost_model(hw: str | None) -> CostModel | None:
 
 def _write_plots(report: Report, result: SimResult, prefix: str) -> list[str]:
     """The HTML breakdown always; PNGs when matplotlib is installed (else say how)."""
-    from lumos.simulator.plots import write_plots
+    from lumos.simulator.report.plots import write_plots
 
     try:
         return [str(p) for p in write_plots(report, result, prefix, png=True)]
@@ -140,10 +140,10 @@ def simulate_command(
     )
     result = simulate(target, options)
     if timeline:
-        from lumos.simulator.timeline import write_timeline
+        from lumos.simulator.report.timeline import write_timeline
 
         write_timeline(result, timeline)
-    from lumos.simulator.report import build_report, render_summary
+    from lumos.simulator.report.summary import build_report, render_summary
 
     report = build_report(result)
     plots = _write_plots(report, result, plot_prefix) if plot_prefix else []
@@ -156,7 +156,3 @@ def simulate_command(
         click.echo(f"timeline: {timeline}")
     for path in plots:
         click.echo(f"plot: {path}")
-
-
-def register(group: click.Group) -> None:
-    group.add_command(simulate_command)

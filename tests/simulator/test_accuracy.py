@@ -10,11 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lumos.converters.attrs import get_attr
-from lumos.converters.conventions import META_STEP_START_NS
-from lumos.converters.convert import convert
-from lumos.converters.et_files import find_et_sources
-from lumos.simulator.compare import Comparison, compare, read_measured
+from lumos.converters.chakra.attrs import get_attr
+from lumos.converters.chakra.conventions import META_STEP_START_NS
+from lumos.converters.chakra.files import find_et_sources
+from lumos.converters.pytorch.convert import convert
+from lumos.simulator.report.compare import Comparison, compare
+from lumos.simulator.report.measured import read_measured
 from lumos.simulator.run import SimOptions, simulate
 from tests.conftest import DATA, fixture_path
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from lumos.simulator.fold import find_folding
-from lumos.simulator.netapi import FixedBandwidthPricer
+from lumos.simulator.network.api import FixedBandwidthPricer
 from lumos.simulator.run import Mode, SimOptions, simulate
-from lumos.simulator.synthetic import StepShape, synthetic_step
+from lumos.simulator.workload.synthetic import StepShape, synthetic_step
 
 
 @pytest.mark.parametrize("mode", [Mode.REPLAY, Mode.MODEL])

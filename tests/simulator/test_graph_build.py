@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lumos.converters.attrs import make_attr
-from lumos.converters.et_files import find_et_sources
+from lumos.converters.chakra.attrs import make_attr
+from lumos.converters.chakra.files import find_et_sources
 from lumos.errors import TraceFormatError
 from lumos.proto import pb
 from lumos.simulator.graph import COMP

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lumos.converters.attrs import make_attr
-from lumos.converters.et_io import write_et
+from lumos.converters.chakra.attrs import make_attr
+from lumos.converters.chakra.stream import write_et
 from lumos.errors import TraceFormatError, ValidationError
 from lumos.proto import pb
 from lumos.simulator.graph import COLL, COMP

@@ -9,7 +9,7 @@ import pytest
 
 from lumos.errors import ConfigError, SimulationError
 from lumos.simulator.graph import COLL, RECV, SEND
-from lumos.simulator.netapi import FixedBandwidthPricer
+from lumos.simulator.network.api import FixedBandwidthPricer
 from lumos.simulator.run import Mode, SimOptions, simulate
 from tests.conftest import fixture_path
 from tests.simulator.graph_cases import rank_graph

@@ -1,0 +1,123 @@
+"""Writing an ASTRA-sim bundle folder, all or nothing.
+
+Everything goes into a temporary sibling folder first: workload ETs, the four config files,
+`run.sh` with the exact ASTRA-sim command line and a README. The pre-flight then loads that
+folder as ASTRA-sim would; only when it passes is the folder renamed into place, so a
+refused export never leaves a partial bundle behind.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from lumos.converters.astra_sim.config import (
+    AstraCommGroups,
+    AstraMemoryConfig,
+    AstraNetworkConfig,
+    AstraSystemConfig,
+)
+from lumos.converters.astra_sim.config_files import (
+    dump_astra_comm_groups,
+    dump_astra_memory,
+    dump_astra_network,
+    dump_astra_system,
+)
+from lumos.converters.astra_sim.preflight import PreflightReport, preflight_bundle
+from lumos.converters.chakra.stream import write_et
+from lumos.errors import ExportError
+from lumos.proto import pb
+
+WORKLOAD_DIR = "workload"
+DEFAULT_BINARY = "AstraSim_Analytical_Congestion_Unaware"
+
+
+@dataclass(frozen=True, slots=True)
+class BundleFiles:
+    """Everything a bundle holds, ready to write."""
+
+    prefix: str
+    workloads: Sequence[tuple[pb.GlobalMetadata, Sequence[pb.Node]]]
+    system: AstraSystemConfig
+    network: AstraNetworkConfig
+    memory: AstraMemoryConfig
+    comm_groups: AstraCommGroups
+
+
+def run_command(prefix: str) -> list[str]:
+    """ASTRA-sim's command line for a bundle, relative to the bundle folder."""
+    return [
+        "${ASTRA_SIM_BIN}",
+        f"--workload-configuration={WORKLOAD_DIR}/{prefix}",
+        "--system-configuration=system.json",
+        "--network-configuration=network.yml",
+        "--remote-memory-configuration=memory.json",
+        "--comm-group-configuration=comm_group.json",
+    ]
+
+
+def run_script(prefix: str, ranks: int) -> str:
+    """run.sh: the exact command, runnable from anywhere."""
+    flags = " \\\n  ".join(run_command(prefix)[1:])
+    return (
+        "#!/usr/bin/env bash\n"
+        f"# Runs this bundle ({ranks} ranks) on ASTRA-sim 2.x's analytical backend.\n"
+        "# ASTRA_SIM_BIN: the ASTRA-sim binary (default: AstraSim_Analytical_Congestion_Unaware\n"
+        "# on PATH; ..._Congestion_Aware also works). Extra arguments are passed through.\n"
+        "# Output per rank: 'sys[R] finished, T cycles, exposed communication X cycles'\n"
+        "# (1 cycle = 1 ns; exposed communication = T - GPU compute time of that rank).\n"
+        "set -euo pipefail\n"
+        'cd "$(dirname "$0")"\n'
+        f"ASTRA_SIM_BIN=${{ASTRA_SIM_BIN:-{DEFAULT_BINARY}}}\n"
+        f'exec "$ASTRA_SIM_BIN" \\\n  {flags} \\\n  "$@"\n'
+    )
+
+
+def write_bundle(
+    out_dir: str | Path,
+    files: BundleFiles,
+    readme: Callable[[PreflightReport], str],
+    *,
+    force: bool = False,
+) -> PreflightReport:
+    """Write, pre-flight and move a bundle into `out_dir`; returns the pre-flight report.
+
+    Raises ExportError (and leaves nothing behind) if the pre-flight fails, or if
+    `out_dir` exists and `force` is not set.
+    """
+    target = Path(out_dir)
+    if target.exists() and not force:
+        raise ExportError(f"{target} exists; pass --force to replace it")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        _write_files(tmp, files)
+        report = preflight_bundle(tmp)
+        (tmp / "README.md").write_text(readme(report))
+        if target.exists():
+            old = target.with_name(f".{target.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            target.rename(old)
+            tmp.rename(target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return report
+
+
+def _write_files(folder: Path, files: BundleFiles) -> None:
+    for rank, (metadata, nodes) in enumerate(files.workloads):
+        write_et(folder / WORKLOAD_DIR / f"{files.prefix}.{rank}.et", metadata, nodes)
+    dump_astra_system(files.system, folder / "system.json")
+    dump_astra_network(files.network, folder / "network.yml")
+    dump_astra_memory(files.memory, folder / "memory.json")
+    dump_astra_comm_groups(files.comm_groups, folder / "comm_group.json")
+    script = folder / "run.sh"
+    script.write_text(run_script(files.prefix, len(files.workloads)))
+    script.chmod(0o755)

@@ -1,0 +1,217 @@
+"""`lumos export astra-sim`: per-rank ETs + a hardware config → a bundle ASTRA-sim runs.
+
+Resolves the trace's rank files, derives the network/system/memory configs (from our
+hardware configs, or ASTRA-sim files the user gives), maps every rank's workload
+(`astra_export`), assigns communicator-group ids (`astra_groups`), and writes the bundle
+through the pre-flight (`astra_bundle`). Library entry point: `export_astra_sim`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lumos.converters.astra_sim.bundle import BundleFiles, run_command, write_bundle
+from lumos.converters.astra_sim.config import AstraCommGroups, AstraNetworkConfig, AstraSystemConfig
+from lumos.converters.astra_sim.config_files import load_astra_network, load_astra_system
+from lumos.converters.astra_sim.graph import build_rank_graph
+from lumos.converters.astra_sim.groups import GroupTable
+from lumos.converters.astra_sim.hw import astra_memory, astra_network, astra_system
+from lumos.converters.astra_sim.nodes import Fix, Kind
+from lumos.converters.astra_sim.preflight import PreflightReport
+from lumos.converters.astra_sim.readme import render_readme
+from lumos.converters.astra_sim.workload import ExportOptions, RankExport, check_ranks, export_rank
+from lumos.converters.chakra.attrs import make_attr
+from lumos.converters.chakra.conventions import META_PRODUCER, META_RANK, META_WORLD_SIZE
+from lumos.converters.chakra.files import find_et_sources
+from lumos.converters.chakra.stream import ET_SCHEMA_VERSION
+from lumos.errors import ConfigError, ExportError
+from lumos.proto import pb
+
+
+@dataclass(frozen=True, slots=True)
+class ExportRequest:
+    """What to export where, on which hardware."""
+
+    target: str
+    out_dir: Path
+    hw: str | None = None
+    system_file: Path | None = None
+    network_file: Path | None = None
+    comm_groups_file: Path | None = None
+    options: ExportOptions = field(default_factory=ExportOptions)
+    force: bool = False
+
+
+@dataclass(slots=True)
+class ExportSummary:
+    """What an export wrote, mapped, dropped and repaired."""
+
+    bundle: Path
+    prefix: str
+    ranks: int
+    source_nodes: int
+    kept: dict[str, int]
+    dropped: dict[str, int]
+    delays: int
+    delay_ns: int
+    fixes: list[Fix]
+    notes: list[str]
+    groups: dict[str, list[int]]
+    preflight: PreflightReport
+    network: AstraNetworkConfig
+    system: AstraSystemConfig
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (`--json`)."""
+        return {
+            "bundle": str(self.bundle),
+            "prefix": self.prefix,
+            "ranks": self.ranks,
+            "source_nodes": self.source_nodes,
+            "exported_nodes": self.preflight.nodes,
+            "kept": self.kept,
+            "dropped": self.dropped,
+            "cpu_gap_delays": {"nodes": self.delays, "total_ns": self.delay_ns},
+            "fixes": [str(f) for f in self.fixes],
+            "notes": self.notes,
+            "comm_groups": self.groups,
+            "network": self.network.to_dict(),
+            "run": " ".join(run_command(self.prefix)),
+        }
+
+
+def export_astra_sim(request: ExportRequest) -> ExportSummary:
+    """Write an ASTRA-sim bundle for a trace. Raises ExportError / ConfigError, writes nothing."""
+    sources = find_et_sources(request.target)
+    world = len(sources)
+    network, system, config_notes = _configs(request, world)
+    check_ranks([s.rank for s in sources], network.num_npus)
+    groups = GroupTable(world)
+    if request.comm_groups_file is not None:
+        data = json.loads(Path(request.comm_groups_file).read_text())
+        groups.load_id_file(data, str(request.comm_groups_file))
+    loaded = []
+    for source in sources:
+        with source.open() as reader:
+            nodes = list(reader)
+            groups.learn(reader.metadata, nodes)
+        loaded.append((source, nodes))
+    exports: list[RankExport] = []
+    problems: list[str] = []
+    for source, nodes in loaded:
+        try:
+            graph = build_rank_graph(source.rank, source.path, nodes)
+            exports.append(export_rank(graph, groups, network.npus_count, request.options))
+        except ExportError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ExportError(
+            f"cannot export {request.target} to ASTRA-sim ({len(problems)} of {world} ranks "
+            "refused; nothing written):\n"
+            + "\n".join(problems[:8])
+            + (f"\n... and {len(problems) - 8} more ranks" if len(problems) > 8 else "")
+        )
+    prefix = sources[0].prefix
+    files = BundleFiles(
+        prefix=prefix,
+        workloads=[(_metadata(e.rank, world), e.nodes) for e in exports],
+        system=system,
+        network=network,
+        memory=astra_memory(),
+        comm_groups=AstraCommGroups(
+            tuple(sorted((gid, members) for members, gid in groups.ids.items()))
+        ),
+    )
+    summary = _summary(request, prefix, exports, groups, network, system, config_notes)
+
+    def readme(report: PreflightReport) -> str:
+        summary.preflight = report
+        return render_readme(summary)
+
+    summary.preflight = write_bundle(request.out_dir, files, readme, force=request.force)
+    return summary
+
+
+def _configs(
+    request: ExportRequest, world: int
+) -> tuple[AstraNetworkConfig, AstraSystemConfig, list[str]]:
+    notes: list[str] = []
+    spec = None
+    if request.hw is not None:
+        from lumos.hwconfigs import load_system
+
+        spec = load_system(request.hw)
+    if request.network_file is not None:
+        network = load_astra_network(request.network_file)
+        notes.append(f"network.yml copied from {request.network_file}")
+    elif spec is not None:
+        network = astra_network(spec, world)
+        notes.append(f"network.yml derived from --hw {spec.name} ({spec.description})")
+    else:
+        raise ConfigError("give --hw (a lumos hardware config) or --network (an ASTRA-sim file)")
+    if request.system_file is not None:
+        system = load_astra_system(request.system_file)
+        notes.append(f"system.json copied from {request.system_file}")
+    elif spec is not None:
+        system = astra_system(spec, network.num_dims)
+        notes.append(f"system.json derived from --hw {spec.name}")
+    else:
+        raise ConfigError("give --hw (a lumos hardware config) or --system (an ASTRA-sim file)")
+    return network, system, notes
+
+
+def _metadata(rank: int, world: int) -> pb.GlobalMetadata:
+    from lumos import __version__
+
+    meta = pb.GlobalMetadata(version=ET_SCHEMA_VERSION)
+    meta.attr.extend(
+        [
+            make_attr(META_RANK, rank),
+            make_attr(META_WORLD_SIZE, world),
+            make_attr(META_PRODUCER, f"lumos {__version__} export astra-sim"),
+        ]
+    )
+    return meta
+
+
+def _summary(
+    request: ExportRequest,
+    prefix: str,
+    exports: list[RankExport],
+    groups: GroupTable,
+    network: AstraNetworkConfig,
+    system: AstraSystemConfig,
+    notes: list[str],
+) -> ExportSummary:
+    kinds: Counter[Kind] = Counter()
+    for e in exports:
+        kinds.update(e.source_kinds)
+    chunks, splits = system.active_chunks_per_dimension, system.preferred_dataset_splits
+    if chunks < splits:
+        notes.append(
+            f"active-chunks-per-dimension {chunks} < preferred-dataset-splits {splits}: chunks "
+            "run back to back (safe on this one-dimensional network; deadlocks with more, #370)"
+        )
+    return ExportSummary(
+        bundle=Path(request.out_dir),
+        prefix=prefix,
+        ranks=len(exports),
+        source_nodes=sum(kinds.values()),
+        kept={k.value: n for k, n in kinds.items() if k.kept},
+        dropped={k.value: n for k, n in kinds.items() if not k.kept},
+        delays=sum(e.delays for e in exports),
+        delay_ns=sum(e.delay_ns for e in exports),
+        fixes=[f for e in exports for f in e.fixes],
+        notes=notes + groups.notes,
+        groups=groups.to_json(),
+        preflight=PreflightReport(prefix, len(exports)),
+        network=network,
+        system=system,
+    )
+
+
+__all__ = ["ExportError", "ExportRequest", "ExportSummary", "export_astra_sim"]

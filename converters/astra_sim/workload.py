@@ -1,0 +1,271 @@
+"""Workload mapping of the ASTRA-sim export: every rank's ET → the ET ASTRA-sim runs.
+
+Per rank: keep GPU compute, collectives and send/recv; drop CPU ops, metadata and memory
+nodes, re-pointing dependencies through them (`astra_graph.fold_dependencies`); serialise
+each GPU stream and the rank's collectives in recorded order (ASTRA-sim runs one compute
+and one communication op at a time, so this keeps its issue order equal to the trace's
+and every member of a group meets its collectives in the same order); optionally turn CPU
+time the GPU sat idle for into delay nodes; renumber ids in that topological order, since
+ASTRA-sim issues ready nodes in ascending id.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+from collections import Counter
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from lumos.converters.astra_sim.graph import (
+    RankGraph,
+    fold_dependencies,
+    serial_chains,
+    topo_order,
+)
+from lumos.converters.astra_sim.groups import GroupTable, involved_dims
+from lumos.converters.astra_sim.nodes import (
+    CommTarget,
+    Fix,
+    Kind,
+    classify,
+    delay_node,
+    duration_ns,
+    exported_node,
+    start_ns,
+)
+from lumos.converters.chakra.attrs import get_attr
+from lumos.converters.chakra.conventions import START_NS, STREAM
+from lumos.errors import ExportError
+from lumos.proto import pb
+
+_COLLECTIVES: Hashable = ("collectives",)
+
+
+class CpuGaps(enum.Enum):
+    """What becomes of CPU time the GPU waited for (see docs/export.md)."""
+
+    DELAY = "delay"  # a GPU compute node of the idle time, before the node that waited
+    DROP = "drop"  # dependencies only; the GPU never waits for the CPU
+
+
+@dataclass(frozen=True, slots=True)
+class ExportOptions:
+    """Choices of the workload mapping."""
+
+    cpu_gaps: CpuGaps = CpuGaps.DELAY
+    #: idle gaps shorter than this are not worth a node (ASTRA-sim counts in µs).
+    min_gap_ns: int = 1000
+    #: refuse instead of repairing (is_cpu_op on comm nodes, uint64 comm_size, ...).
+    strict: bool = False
+    replay_unsupported_comms: bool = False
+
+
+@dataclass(slots=True)
+class RankExport:
+    """One rank's exported nodes and what the mapping did to get them."""
+
+    rank: int
+    source: str
+    nodes: list[pb.Node]
+    source_kinds: Counter[Kind] = field(default_factory=Counter)
+    delays: int = 0
+    delay_ns: int = 0
+    fixes: list[Fix] = field(default_factory=list)
+
+
+def export_rank(
+    graph: RankGraph,
+    groups: GroupTable,
+    npus_count: Sequence[int],
+    options: ExportOptions,
+) -> RankExport:
+    """Map one rank. Raises ExportError naming rank, node and fix if it cannot be run."""
+    kinds = [classify(n) for n in graph.nodes]
+    kept = [k.kept for k in kinds]
+    if not any(kept):
+        counts = Counter(k.value for k in kinds)
+        raise ExportError(
+            f"rank {graph.rank} ({graph.path}): nothing ASTRA-sim can run ({dict(counts)}: no "
+            "GPU compute, collective or send/recv); export a trace with GPU activity"
+        )
+    starts = [start_ns(n) for n in graph.nodes]
+    order = topo_order(graph, [(s if s is not None else 0, p) for p, s in enumerate(starts)])
+    proc: dict[int, Hashable] = {}
+    serial: set[Hashable] = {_COLLECTIVES}
+    for pos, kind in enumerate(kinds):
+        stream = get_attr(graph.nodes[pos], STREAM)
+        if kind is Kind.COLLECTIVE:
+            proc[pos] = _COLLECTIVES
+        elif kind is Kind.COMPUTE and stream is not None:
+            proc[pos] = ("stream", int(stream))
+            serial.add(proc[pos])
+        else:
+            proc[pos] = ("node", pos)
+    folded = fold_dependencies(graph, order, kept, [proc.get(p) for p in range(len(kept))])
+    chain = serial_chains(order, {p: proc[p] for p in folded}, serial)
+
+    result = RankExport(graph.rank, graph.path, [], Counter(kinds))
+    kept_order = [p for p in order if kept[p]]
+    gaps = _idle_gaps(graph, kept_order, folded, chain) if options.cpu_gaps is CpuGaps.DELAY else {}
+    new_id: dict[int, int] = {}
+    problems: list[str] = []
+    for pos in kept_order:
+        source = graph.nodes[pos]
+        try:
+            node = _exported(graph.rank, source, kinds[pos], groups, npus_count, options, result)
+        except ExportError as exc:
+            problems.append(str(exc))
+            continue
+        data = [new_id[d] for d in folded[pos]]
+        ctrl = [new_id[chain[pos]]] if pos in chain and new_id[chain[pos]] not in data else []
+        gap = gaps.get(pos, 0)
+        if gap >= options.min_gap_ns:
+            delay = delay_node(node, gap)
+            delay.id = len(result.nodes)
+            delay.data_deps.extend(data)
+            delay.ctrl_deps.extend(ctrl)
+            result.nodes.append(delay)
+            result.delays += 1
+            result.delay_ns += gap
+            data, ctrl = [delay.id], []
+        node.id = len(result.nodes)
+        node.data_deps.extend(data)
+        node.ctrl_deps.extend(ctrl)
+        new_id[pos] = node.id
+        result.nodes.append(node)
+    if problems:
+        raise ExportError(f"rank {graph.rank}: " + _listed(problems))
+    tail = _tail_gap(graph, kept_order) if options.cpu_gaps is CpuGaps.DELAY else 0
+    if tail >= options.min_gap_ns:
+        _append_tail(result, tail)
+    if options.strict and result.fixes:
+        raise ExportError(
+            "strict export refuses to repair:\n  " + "\n  ".join(str(f) for f in result.fixes)
+        )
+    return result
+
+
+def _exported(
+    rank: int,
+    source: pb.Node,
+    kind: Kind,
+    groups: GroupTable,
+    npus_count: Sequence[int],
+    options: ExportOptions,
+    result: RankExport,
+) -> pb.Node:
+    target = None
+    if kind is Kind.COLLECTIVE:
+        members = groups.members(rank, source)
+        target = CommTarget(groups.group_id(members), involved_dims(members, npus_count))
+    return exported_node(
+        source,
+        kind,
+        rank,
+        target,
+        result.fixes,
+        replay_unsupported=options.replay_unsupported_comms,
+    )
+
+
+def _listed(problems: list[str], limit: int = 20) -> str:
+    """Problems one per line, the first `limit` of them, with a count of the rest."""
+    shown = "\n  ".join(problems[:limit])
+    more = f"\n  ... and {len(problems) - limit} more" if len(problems) > limit else ""
+    return f"{len(problems)} problem(s):\n  {shown}{more}"
+
+
+def _idle_gaps(
+    graph: RankGraph, kept_order: list[int], folded: dict[int, list[int]], chain: dict[int, int]
+) -> dict[int, int]:
+    """{kept position: ns the rank's GPU sat idle between its dependencies and its start}.
+
+    Only for ETs that record `start_ns` (relative to the step start). Idle = no kept node
+    of the rank was running: that time went to CPU work the export dropped.
+    """
+    timed = [p for p in kept_order if get_attr(graph.nodes[p], START_NS) is not None]
+    if not timed:
+        return {}
+    span = {p: (start_ns(graph.nodes[p]) or 0, duration_ns(graph.nodes[p])) for p in timed}
+    busy = _merged((s, s + d) for s, d in span.values())
+    begins = [b for b, _ in busy]
+    prefix = [0]
+    for b, e in busy:
+        prefix.append(prefix[-1] + e - b)
+    gaps: dict[int, int] = {}
+    for pos in timed:
+        deps = [*folded[pos], *([chain[pos]] if pos in chain else [])]
+        if any(d not in span for d in deps):
+            continue
+        ready = max((span[d][0] + span[d][1] for d in deps), default=0)
+        start = span[pos][0]
+        if start > ready:
+            gaps[pos] = start - ready - _covered(busy, begins, prefix, ready, start)
+    return gaps
+
+
+def _tail_gap(graph: RankGraph, kept_order: list[int]) -> int:
+    """ns the rank kept working on the CPU after its last kept node ended (e.g. optimizer)."""
+    ends = [
+        (start_ns(n) or 0) + duration_ns(n)
+        for n in graph.nodes
+        if get_attr(n, START_NS) is not None
+    ]
+    kept_ends = [
+        (start_ns(graph.nodes[p]) or 0) + duration_ns(graph.nodes[p])
+        for p in kept_order
+        if get_attr(graph.nodes[p], START_NS) is not None
+    ]
+    if not ends or not kept_ends:
+        return 0
+    return max(0, max(ends) - max(kept_ends))
+
+
+def _append_tail(result: RankExport, gap_ns: int) -> None:
+    """A last delay node after every sink: the CPU work that ends the step."""
+    used = {d for n in result.nodes for d in (*n.data_deps, *n.ctrl_deps)}
+    sinks = [n.id for n in result.nodes if n.id not in used]
+    tail = delay_node(pb.Node(name="end of step"), gap_ns)
+    tail.id = len(result.nodes)
+    tail.data_deps.extend(sinks)
+    result.nodes.append(tail)
+    result.delays += 1
+    result.delay_ns += gap_ns
+
+
+def _merged(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for begin, end in sorted(intervals):
+        if out and begin <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((begin, end))
+    return out
+
+
+def _covered(
+    busy: list[tuple[int, int]], begins: list[int], prefix: list[int], lo: int, hi: int
+) -> int:
+    """ns of [lo, hi) covered by the disjoint sorted `busy` intervals."""
+    first = max(bisect.bisect_right(begins, lo) - 1, 0)
+    last = bisect.bisect_left(begins, hi)
+    total = prefix[last] - prefix[first]
+    if first < last:
+        b, e = busy[first]
+        total -= max(0, min(e, lo) - b)
+        b, e = busy[last - 1]
+        total -= max(0, e - max(b, hi))
+    return max(total, 0)
+
+
+def check_ranks(ranks: Sequence[int], npus: int) -> None:
+    """ASTRA-sim opens <prefix>.0.et .. <prefix>.<N-1>.et, N from the network file."""
+    if list(ranks) != list(range(len(ranks))):
+        missing = sorted(set(range(max(ranks) + 1)) - set(ranks))
+        raise ExportError(f"ranks must be 0..N-1 without gaps; missing rank file(s): {missing}")
+    if len(ranks) != npus:
+        raise ExportError(
+            f"the trace has {len(ranks)} ranks but the network has {npus} NPUs "
+            "(ASTRA-sim opens one file per NPU); pick a --hw config of that size"
+        )

@@ -1,0 +1,70 @@
+"""Chakra ETs as networkx graphs, for GraphML or DOT export of small traces."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TextIO
+
+import networkx as nx
+
+from lumos.converters.chakra.attrs import attr_value
+from lumos.converters.chakra.files import EtSource
+from lumos.converters.chakra.info import NODE_TYPE_NAMES
+from lumos.errors import LumosError
+
+#: Above this many nodes a drawing is unreadable and the files get large.
+DEFAULT_MAX_NODES = 50_000
+
+
+def to_networkx(sources: Iterable[EtSource], *, max_nodes: int = DEFAULT_MAX_NODES) -> nx.DiGraph:
+    """One DiGraph of all ranks: node keys `"<rank>:<id>"`, edges dependency → dependent.
+
+    Raises LumosError if the trace has more than `max_nodes` nodes.
+    """
+    graph = nx.DiGraph()
+    for source in sources:
+        with source.open() as reader:
+            for node in reader:
+                if graph.number_of_nodes() >= max_nodes:
+                    raise LumosError(
+                        f"{source.path}: more than {max_nodes} nodes; graph export is for small "
+                        "traces (raise --max-nodes to force)"
+                    )
+                key = f"{source.rank}:{node.id}"
+                attrs = {
+                    "label": node.name,
+                    "type": NODE_TYPE_NAMES.get(node.type, "?"),
+                    "rank": source.rank,
+                }
+                attrs["duration_micros"] = node.duration_micros
+                for attr in node.attr:
+                    value = attr_value(attr)
+                    if isinstance(value, (bool, int, float, str)):
+                        attrs[attr.name] = value
+                graph.add_node(key, **attrs)
+                for dep in node.data_deps:
+                    graph.add_edge(f"{source.rank}:{dep}", key, kind="data")
+                for dep in node.ctrl_deps:
+                    graph.add_edge(f"{source.rank}:{dep}", key, kind="ctrl")
+    return graph
+
+
+def _dot_quote(text: object) -> str:
+    return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def write_dot(graph: nx.DiGraph, out: TextIO) -> None:
+    """Write Graphviz DOT (no pydot needed); ctrl edges dashed."""
+    out.write("digraph chakra {\n  node [shape=box, fontsize=10];\n")
+    for key, data in graph.nodes(data=True):
+        label = f"{data.get('label', key)}\\n{data.get('type', '')}"
+        out.write(f"  {_dot_quote(key)} [label={_dot_quote(label)}];\n")
+    for a, b, data in graph.edges(data=True):
+        style = " [style=dashed]" if data.get("kind") == "ctrl" else ""
+        out.write(f"  {_dot_quote(a)} -> {_dot_quote(b)}{style};\n")
+    out.write("}\n")
+
+
+def write_graphml(graph: nx.DiGraph, path: str) -> None:
+    """Write GraphML through networkx."""
+    nx.write_graphml(graph, path)

@@ -1,0 +1,158 @@
+"""Turning NCCL kernels and gloo ops of one rank into COMM tasks with Chakra's attributes.
+
+For each communication task the collective type, size, process group and, for
+point-to-point ops, the peer and tag are taken from the best source available (see
+`comm`): the kernel's NCCL args, the linked host ET's `record_param_comms`, the ops
+enclosing its launch, then the kernel name. Collectives are numbered per group
+(`comm_seq`) in time order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+
+from lumos.converters.chakra import conventions as cv
+from lumos.converters.pytorch.comm import (
+    RECV,
+    SEND,
+    dims_bytes,
+    dtype_bytes,
+    is_gloo_op,
+    kernel_kind,
+    kind_of,
+)
+from lumos.converters.pytorch.host_et import CommArgs, HostTrace
+from lumos.converters.pytorch.kineto import KinetoTrace
+from lumos.converters.pytorch.tasks import TaskKind, TaskTable
+
+P2P_OPS = ("c10d::send", "c10d::recv_", "c10d::recv", "c10d::recv_any_source_")
+#: host ops that issue a point-to-point send (`isend` and `send` both dispatch to it).
+HOST_SEND_OPS = ("c10d::send",)
+
+
+@dataclass(slots=True)
+class CommContext:
+    """What comm annotation needs to know about the rank besides its tasks."""
+
+    rank: int
+    world_size: int
+    groups: dict[str, tuple[int, ...]]
+    host: HostTrace | None = None
+
+
+def annotate_comm(
+    table: TaskTable, trace: KinetoTrace, host_row: np.ndarray, ctx: CommContext
+) -> None:
+    """Set kind and comm attributes on every communication task, in place."""
+    gloo = np.array([is_gloo_op(n) for n in trace.names] or [False], bool)
+    ev = table.ev
+    on_gloo = (ev >= 0) & gloo[trace.name[np.maximum(ev, 0)]]
+    comm = np.flatnonzero((table.kind == TaskKind.COLL) | on_gloo)
+    comm = comm[np.argsort(table.start[comm], kind="stable")]
+    seq: dict[str, int] = {}
+    for task in comm.tolist():
+        _annotate(table, trace, host_row, ctx, task, seq)
+
+
+def _annotate(
+    table: TaskTable,
+    trace: KinetoTrace,
+    host_row: np.ndarray,
+    ctx: CommContext,
+    task: int,
+    seq: dict[str, int],
+) -> None:
+    row = int(table.ev[task])
+    attrs = table.attrs_of(task)
+    chain: tuple[int, ...] = attrs.pop("_enclosing", ())
+    if table.kind[task] == TaskKind.CPU:  # gloo op on its thread
+        chain = (*chain, row)
+    args = trace.args.get(row) or {}
+    host_comm = _host_comm(chain, host_row, ctx.host)
+    kind = kind_of(str(args["Collective name"])) if "Collective name" in args else None
+    if kind is None and host_comm is not None:
+        kind = kind_of(host_comm.collective)
+    for outer in reversed(chain):
+        if kind is None:
+            kind = kind_of(trace.name_of(outer))
+    if kind is None:
+        kind = kernel_kind(trace.name_of(row))
+    pg = (host_comm.pg_name if host_comm else "") or str(args.get("Process Group Name", ""))
+    pg = pg or "0"
+    ranks = (
+        ctx.groups.get(pg)
+        or (host_comm.pg_ranks if host_comm else ())
+        or tuple(range(ctx.world_size))
+    )
+    size = _size(args, host_comm, chain, trace)
+    if kind in (SEND, RECV):
+        peer, tag = _peer_tag(chain, trace, host_row, ctx.host)
+        if 0 <= peer < len(ranks):
+            peer = ranks[peer]
+        table.kind[task] = TaskKind.SEND if kind == SEND else TaskKind.RECV
+        attrs["comm_src"] = ctx.rank if kind == SEND else peer
+        attrs["comm_dst"] = peer if kind == SEND else ctx.rank
+        attrs["comm_tag"] = tag
+        attrs["comm_size"] = size
+        attrs["pg_name"] = pg
+        return
+    table.kind[task] = TaskKind.COLL
+    attrs["comm_type"] = int(kind) if isinstance(kind, int) else 0
+    attrs["comm_size"] = size
+    attrs["pg_name"] = pg
+    attrs[cv.PG_RANKS] = list(ranks)
+    attrs[cv.COMM_SEQ] = seq.get(pg, 0)
+    if kind is None:
+        attrs["_unknown_comm"] = True
+    seq[pg] = seq.get(pg, 0) + 1
+
+
+def _host_comm(
+    chain: tuple[int, ...], host_row: np.ndarray, host: HostTrace | None
+) -> CommArgs | None:
+    if host is None:
+        return None
+    for outer in reversed(chain):
+        comm = host.comm.get(int(host_row[outer]))
+        if comm is not None and comm.collective != "wait":
+            return comm
+    return None
+
+
+def _size(
+    args: dict[str, Any], host: CommArgs | None, chain: tuple[int, ...], trace: KinetoTrace
+) -> int:
+    if host is not None and host.in_nelems and host.elem_bytes:
+        return host.in_nelems * host.elem_bytes
+    if "In msg nelems" in args:
+        return int(args["In msg nelems"]) * dtype_bytes(str(args.get("dtype", "float")))
+    for outer in reversed(chain):
+        size = dims_bytes(trace.args.get(outer))
+        if size:
+            return size
+    return 0
+
+
+def _peer_tag(
+    chain: tuple[int, ...], trace: KinetoTrace, host_row: np.ndarray, host: HostTrace | None
+) -> tuple[int, int]:
+    """(group-rank peer, tag) of a send/recv from its enclosing c10d op."""
+    for outer in reversed(chain):
+        if trace.name_of(outer) not in P2P_OPS:
+            continue
+        concrete = (trace.args.get(outer) or {}).get("Concrete Inputs") or []
+        ints = [int(c) for c in concrete if isinstance(c, str) and c.lstrip("-").isdigit()]
+        if len(ints) >= 2:
+            return ints[-2], ints[-1]
+        op = int(host_row[outer])
+        inputs = host.io_of(op)[0] if host is not None and op >= 0 else None
+        if inputs is not None:
+            values = orjson.loads(inputs.values)
+            nums = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+            if len(nums) >= 2:
+                return nums[-2], nums[-1]
+    return -1, 0

@@ -1,0 +1,298 @@
+"""The conversion driver: host ETs + Kineto traces of every rank → `<prefix>.<rank>.et`.
+
+Inputs are classified by their header (host ET or Kineto), given a rank (Kineto's
+`distributedInfo`, else the file name), paired per rank, then each rank is loaded,
+linked, built and written in turn, so only one rank's trace is in memory at a time.
+After all ranks, every process group's collective sequence is compared across ranks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import multiprocessing
+import os
+import tarfile
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lumos import __version__
+from lumos.converters.pytorch import forked
+from lumos.converters.pytorch.comm import CommRecord, check_sequences, groups_from
+from lumos.converters.pytorch.comm_tasks import CommContext
+from lumos.converters.pytorch.exec_graph import build_tasks, cpu_segments
+from lumos.converters.pytorch.flatten import Segments
+from lumos.converters.pytorch.host_et import HostTrace, load_host_et
+from lumos.converters.pytorch.host_graph import build_host_tasks
+from lumos.converters.pytorch.inputs import RankInputs, plan
+from lumos.converters.pytorch.json_stream import TraceFile
+from lumos.converters.pytorch.kineto import KinetoTrace, load_kineto
+from lumos.converters.pytorch.link import LinkReport, link
+from lumos.converters.pytorch.steps import StepWindow, choose_step
+from lumos.converters.pytorch.tasks import TaskKind, TaskTable, finalize
+from lumos.converters.pytorch.writer import NodeSource, metadata, write_et_file
+from lumos.errors import TraceFormatError
+
+
+@dataclass(slots=True)
+class RankSummary:
+    """What converting one rank produced."""
+
+    rank: int
+    path: str
+    nodes: int
+    cpu: int
+    gpu: int
+    comm: int
+    step: str
+    step_ns: int | None
+    link: LinkReport | None
+    unknown_comm: int
+    sources: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "path": self.path,
+            "nodes": self.nodes,
+            "cpu_nodes": self.cpu,
+            "gpu_nodes": self.gpu,
+            "comm_nodes": self.comm,
+            "step": self.step,
+            "measured_step_ns": self.step_ns,
+            "link": self.link.to_json() if self.link else None,
+            "unknown_comm": self.unknown_comm,
+            "sources": self.sources,
+        }
+
+
+@dataclass(slots=True)
+class ConvertResult:
+    ranks: list[RankSummary] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ranks": [r.to_json() for r in self.ranks], "problems": self.problems}
+
+
+def convert(
+    paths: list[str | Path],
+    out_dir: str | Path,
+    *,
+    prefix: str = "trace",
+    step: int | None = None,
+    on_rank: Callable[[RankSummary], None] | None = None,
+    jobs: int = 1,
+) -> ConvertResult:
+    """Convert every rank's traces and write `<out_dir>/<prefix>.<rank>.et`.
+
+    `jobs` > 1 converts that many ranks at once in worker processes (each then runs on
+    one core); with 1, ranks go one after another and a big rank uses two processes.
+    """
+    inputs = plan(paths)
+    world = max([i.world_size for i in inputs] + [max(i.rank for i in inputs) + 1])
+    result = ConvertResult()
+    records: list[CommRecord] = []
+    all_groups: dict[str, tuple[int, ...]] = {}
+    for summary, recs, groups in _each_rank(inputs, world, Path(out_dir), prefix, step, jobs):
+        result.ranks.append(summary)
+        records += recs
+        all_groups.update(groups)
+        if on_rank is not None:
+            on_rank(summary)
+    if len(inputs) > 1:
+        from lumos.converters.pytorch.comm import ProcessGroup
+
+        pgs = {k: ProcessGroup(k, "", v) for k, v in all_groups.items()}
+        result.problems += check_sequences(records, pgs)
+    return result
+
+
+_RankResult = tuple["RankSummary", list[CommRecord], dict[str, tuple[int, ...]]]
+
+
+def _each_rank(
+    inputs: list[RankInputs], world: int, out: Path, prefix: str, step: int | None, jobs: int
+) -> Iterator[_RankResult]:
+    """Every rank's result, in rank order."""
+    if jobs <= 1 or len(inputs) < 2 or not forked.available():
+        for item in inputs:
+            yield convert_rank(item, world, out, prefix, step)
+        return
+    ctx = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(inputs)), mp_context=ctx) as pool:
+        futures = [
+            pool.submit(convert_rank, item, world, out, prefix, step, False) for item in inputs
+        ]
+        for future in futures:
+            yield future.result()
+
+
+def convert_rank(
+    item: RankInputs,
+    world: int,
+    out_dir: Path,
+    prefix: str,
+    step: int | None,
+    parallel: bool = True,
+) -> tuple[RankSummary, list[CommRecord], dict[str, tuple[int, ...]]]:
+    """Convert one rank; returns its summary, its comm records and its process groups.
+
+    With `parallel`, a big rank uses a second process (Kineto load, half the encoding).
+    """
+    with _gc_paused():
+        return _convert_rank(item, world, out_dir, prefix, step, parallel)
+
+
+def _trim() -> None:
+    """Give freed heap memory back to the OS (glibc), so later peaks start lower."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Millions of small containers, none cyclic: the cyclic GC would only rescan them."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+#: inputs at least this big (JSON bytes) use a second process when one is available.
+PARALLEL_MIN_BYTES = 32 << 20
+
+
+def _json_bytes(source: TraceFile | None) -> int:
+    if source is None:
+        return 0
+    if source.archive is not None:
+        with tarfile.open(source.archive) as tar:
+            size = tar.getmember(source.member or "").size
+    else:
+        size = os.path.getsize(source.path)
+    return size * 8 if source.name.endswith(".gz") else size
+
+
+def _kineto_side(source: TraceFile, step: int | None) -> tuple[KinetoTrace, StepWindow, Segments]:
+    """What needs only the Kineto trace: load it, choose the step, flatten its threads."""
+    trace = load_kineto(source)
+    window = choose_step(trace, source.path, step)
+    return trace, window, cpu_segments(trace, window).compact()
+
+
+def _convert_rank(
+    item: RankInputs, world: int, out_dir: Path, prefix: str, step: int | None, parallel: bool
+) -> tuple[RankSummary, list[CommRecord], dict[str, tuple[int, ...]]]:
+    sources = [f.path for f in (item.host, item.kineto) if f is not None]
+    big = _json_bytes(item.host) + _json_bytes(item.kineto) >= PARALLEL_MIN_BYTES
+    split = parallel and big and forked.available()
+    pending = None
+    if split and item.host is not None and item.kineto is not None:
+        pending = forked.start(_kineto_side, item.kineto, step)
+    host: HostTrace | None = load_host_et(item.host) if item.host else None
+    report = None
+    trace = None
+    if item.kineto is not None:
+        trace, window, segs = (
+            pending.result() if pending is not None else _kineto_side(item.kineto, step)
+        )
+        _trim()
+        pgs = groups_from(host.process_groups if host else [], trace.distributed, world)
+        groups = {k: v.ranks for k, v in pgs.items()}
+        host_row = None
+        if host is not None:
+            linked = link(host, trace)
+            host_row, report = linked.host_row, linked.report
+        ctx = CommContext(item.rank, world, groups, host)
+        table = build_tasks(trace, window, host_row, ctx, segs)
+        step_start, step_name = window.start, window.name
+        step_ns = window.end - window.start if window.measured else None
+        estimated = False
+    else:
+        assert host is not None
+        groups = {k: v.ranks for k, v in groups_from(host.process_groups, {}, world).items()}
+        table, step_name = build_host_tasks(host, CommContext(item.rank, world, groups, host))
+        step_start, step_ns, estimated = 0, None, True
+    if len(table) == 0:
+        # An ET without nodes is rejected by every reader; say why instead of writing one.
+        raise TraceFormatError(
+            ", ".join(sources),
+            f"rank {item.rank}: nothing to convert in {step_name or 'the trace'} "
+            "(no host ops, runtime calls or GPU events)",
+        )
+    finalize(table, step_start)
+    _trim()
+    path = out_dir / f"{prefix}.{item.rank}.et"
+    # The step's absolute start on the Kineto clock lets the simulator align ranks that
+    # entered the step at different times (host-ET-only input has no common clock).
+    meta = metadata(
+        item.rank,
+        world,
+        groups,
+        step_ns,
+        sources,
+        f"lumos {__version__}",
+        step_start_ns=step_start if trace is not None else None,
+    )
+    write_et_file(path, meta, NodeSource(table, step_start, estimated, trace, host), split)
+    return (
+        _summary(item.rank, str(path), table, step_name, step_ns, report, sources),
+        _records(item.rank, table),
+        groups,
+    )
+
+
+def _records(rank: int, table: TaskTable) -> list[CommRecord]:
+    out = []
+    ids = np.empty(len(table), np.int64)
+    ids[table.order] = np.arange(1, len(table) + 1)
+    for t in np.flatnonzero(table.kind == TaskKind.COLL).tolist():
+        attrs = table.attrs.get(t, {})
+        out.append(
+            CommRecord(
+                rank,
+                str(attrs.get("pg_name", "")),
+                int(attrs.get("comm_seq", 0)),
+                int(attrs.get("comm_type", 0)),
+                int(attrs.get("comm_size", 0)),
+                table.name_of(t),
+                int(ids[t]),
+            )
+        )
+    out.sort(key=lambda r: (r.pg_name, r.seq))
+    return out
+
+
+def _summary(
+    rank: int,
+    path: str,
+    table: TaskTable,
+    step: str,
+    step_ns: int | None,
+    report: LinkReport | None,
+    sources: list[str],
+) -> RankSummary:
+    counts = np.bincount(table.kind.astype(np.int64), minlength=len(TaskKind))
+    return RankSummary(
+        rank=rank,
+        path=path,
+        nodes=len(table),
+        cpu=int(counts[TaskKind.CPU]),
+        gpu=int(counts[TaskKind.GPU]),
+        comm=len(table) - int(counts[TaskKind.CPU]) - int(counts[TaskKind.GPU]),
+        step=step,
+        step_ns=step_ns,
+        link=report,
+        unknown_comm=sum(1 for a in table.attrs.values() if a.get("_unknown_comm")),
+        sources=sources,
+    )

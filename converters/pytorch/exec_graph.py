@@ -1,0 +1,196 @@
+"""Building one rank's execution graph from its Kineto trace (and linked host-ET ops).
+
+Processors are CPU threads and GPU streams. The four dependency classes come from:
+thread order (a gloo send first, before the `c10d::send` that issued it: `sends_first`)
+and cross-thread waits (`_thread_edges`); launch → GPU op by `correlation`;
+stream order; synchronisation and event record/wait edges (`sync_edges`). Collectives
+and point-to-point ops become COMM tasks (`comm_tasks`). Only the chosen step's host
+events and the GPU work they launch are kept. Bulk work is done on numpy columns; Python
+loops run only over a thread's events (flattening) and the rare sync and comm tasks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lumos.converters.pytorch.comm import SEND, is_comm_kernel, is_gloo_op, kind_of
+from lumos.converters.pytorch.comm_tasks import HOST_SEND_OPS, CommContext, annotate_comm
+from lumos.converters.pytorch.flatten import Segments, flatten_thread, sends_first, thread_order
+from lumos.converters.pytorch.kineto import Kind, KinetoTrace
+from lumos.converters.pytorch.steps import StepWindow, step_name_mask
+from lumos.converters.pytorch.sync_edges import StreamIndex, add_sync_edges
+from lumos.converters.pytorch.tasks import TaskKind, TaskTable
+
+#: a thread resuming after at least this long idle, right after another thread's task
+#: ended, is taken to have waited for it.
+WAIT_MIN_GAP_NS = 10_000
+
+
+def _name_flags(trace: KinetoTrace, test: object) -> np.ndarray:
+    return np.array([test(n) for n in trace.names] or [False], bool)  # type: ignore[operator]
+
+
+def cpu_segments(trace: KinetoTrace, window: StepWindow) -> Segments:
+    """The step's host events of the window's process, flattened thread by thread."""
+    kind, ts = trace.kind, trace.ts
+    is_step = step_name_mask(trace)[trace.name] & (kind == Kind.ANNOTATION)
+    on_cpu = (kind == Kind.CPU_OP) | (kind == Kind.ANNOTATION) | (kind == Kind.RUNTIME)
+    pick = on_cpu & (trace.pid == window.pid) & (ts >= window.start) & (ts < window.end)
+    rows = np.flatnonzero(pick & ~is_step)
+    gloo = _name_flags(trace, is_gloo_op)
+    gpu = kind == Kind.GPU
+    comm_corr = trace.corr[gpu][_name_flags(trace, is_comm_kernel)[trace.name[gpu]]]
+    keep_chain = gloo[trace.name] | (
+        (kind == Kind.RUNTIME) & np.isin(trace.corr, comm_corr[comm_corr >= 0])
+    )
+    gloo_send = _name_flags(trace, lambda n: is_gloo_op(n) and kind_of(n) == SEND)
+    host_send = _name_flags(trace, lambda n: n in HOST_SEND_OPS)
+    segs = Segments()
+    tids = trace.tid[rows]
+    for tid in np.unique(tids).tolist():
+        mine = rows[tids == tid]
+        lo = len(segs.ev)
+        flatten_thread(trace, thread_order(trace, mine), gloo, keep_chain, segs)
+        if gloo_send[trace.name[mine]].any():
+            sends_first(trace, segs, lo, gloo_send, host_send)
+    return segs
+
+
+def build_tasks(
+    trace: KinetoTrace,
+    window: StepWindow,
+    host_row: np.ndarray | None,
+    ctx: CommContext,
+    segs: Segments | None = None,
+) -> TaskTable:
+    """Every task of the step, with all dependencies as task indices.
+
+    `segs` are the step's `cpu_segments`, when already computed (e.g. by a worker).
+    """
+    kind = trace.kind
+    host_row = host_row if host_row is not None else np.full(len(trace), -1, np.int64)
+    gloo = _name_flags(trace, is_gloo_op)
+    segs = segs if segs is not None else cpu_segments(trace, window)
+    table = TaskTable(trace.names)
+    ev = np.asarray(segs.ev, np.int64)
+    start = np.asarray(segs.start, np.int64)
+    cpu = table.append(
+        kind=np.zeros(len(ev), np.int8),
+        name=trace.name[ev],
+        start=start,
+        dur=np.asarray(segs.end, np.int64) - start,
+        tid=trace.tid[ev],
+        ev=ev,
+        host=host_row[ev],
+        head=segs.head,
+        ctrl=_chain_prev(trace.tid[ev]),
+    )
+    for seg, chain in segs.chain.items():
+        if gloo[trace.name[ev[seg]]]:
+            table.attrs_of(seg)["_enclosing"] = chain
+    is_launch = (kind[ev] == Kind.RUNTIME) & (trace.corr[ev] >= 0)
+    launches = cpu[is_launch]
+    launch_of = dict(zip(trace.corr[ev[launches]].tolist(), launches.tolist(), strict=True))
+    streams, launch_ts = _gpu_tasks(trace, table, launch_of, segs.chain)
+    add_sync_edges(trace, table, len(cpu), StreamIndex(streams, launch_ts), launch_of)
+    annotate_comm(table, trace, host_row, ctx)
+    _thread_edges(table, len(cpu))
+    for attrs in table.attrs.values():
+        attrs.pop("_enclosing", None)
+    return table
+
+
+def _chain_prev(proc: np.ndarray) -> np.ndarray:
+    """For tasks grouped by processor in order: the index of the one before, or -1."""
+    prev = np.arange(-1, len(proc) - 1, dtype=np.int64)
+    if len(proc):
+        prev[0] = -1
+        prev[1:][proc[1:] != proc[:-1]] = -1
+    return prev
+
+
+def _gpu_tasks(
+    trace: KinetoTrace,
+    table: TaskTable,
+    launch_of: dict[int, int],
+    chains: dict[int, tuple[int, ...]],
+) -> tuple[dict[int, list[int]], dict[int, int]]:
+    """GPU tasks for kernels whose launch is in the step.
+
+    Returns stream → its tasks in order (streams in order of first appearance) and each
+    GPU task's launch time.
+    """
+    gpu = np.flatnonzero(trace.kind == Kind.GPU)
+    corr = trace.corr[gpu].tolist()
+    launch = np.array([launch_of.get(c, -1) for c in corr], np.int64)
+    gpu, launch = gpu[launch >= 0], launch[launch >= 0]
+    gpu_file = gpu
+    comm = _name_flags(trace, is_comm_kernel)[trace.name[gpu]]
+    stream = trace.tid[gpu]
+    launch_ts = table.start[launch]
+    order = np.lexsort((np.arange(len(gpu)), launch_ts, trace.ts[gpu], stream))
+    gpu, launch, comm, stream, launch_ts = (
+        a[order] for a in (gpu, launch, comm, stream, launch_ts)
+    )
+    base = len(table)
+    tasks = table.append(
+        kind=np.where(comm, TaskKind.COLL, TaskKind.GPU),
+        name=trace.name[gpu],
+        start=trace.ts[gpu],
+        dur=trace.dur[gpu],
+        stream=stream,
+        device=trace.pid[gpu],
+        ev=gpu,
+        host=np.where(comm, table.host[launch], -1),
+        data1=launch,
+        ctrl=np.where(_chain_prev(stream) >= 0, _chain_prev(stream) + base, -1),
+    )
+    for task in tasks[comm].tolist():
+        table.attrs_of(task)["_enclosing"] = chains.get(int(table.data1[task]), ())
+    file_stream = trace.tid[gpu_file]
+    _, first = np.unique(file_stream, return_index=True)
+    streams: dict[int, list[int]] = {int(s): [] for s in file_stream[np.sort(first)].tolist()}
+    for task, s in zip(tasks.tolist(), stream.tolist(), strict=True):
+        streams[s].append(task)
+    return streams, dict(zip(tasks.tolist(), launch_ts.tolist(), strict=True))
+
+
+def _thread_edges(table: TaskTable, n_cpu: int) -> None:
+    """Cross-thread waits: a thread resuming right after another thread's task ended.
+
+    A task that starts a thread's chain, or follows a gap of at least WAIT_MIN_GAP_NS,
+    waits for the task of another thread that ended last before it started, if that end
+    falls in the second half of the gap.
+    """
+    tids = table.tid[:n_cpu]
+    threads = np.unique(tids)
+    if len(threads) < 2:
+        return
+    start = table.start[:n_cpu]
+    end = start + table.dur[:n_cpu]
+    prev = table.ctrl[:n_cpu]
+    lo = np.where(prev >= 0, end[np.maximum(prev, 0)], 0)
+    cand = np.flatnonzero((prev < 0) | (start - lo >= WAIT_MIN_GAP_NS))
+    if not len(cand):
+        return
+    order = np.lexsort((_position(tids), tids, end))
+    found = np.full(len(cand), -1, np.int64)
+    for tid in threads.tolist():
+        mine = tids[cand] == tid
+        others = order[tids[order] != tid]
+        k = np.searchsorted(end[others], start[cand[mine]], side="right") - 1
+        found[mine] = np.where(k >= 0, others[np.maximum(k, 0)], -1)
+    has_prev = prev[cand] >= 0
+    low = lo[cand]
+    ok = (found >= 0) & (~has_prev | (end[np.maximum(found, 0)] >= low + (start[cand] - low) // 2))
+    for task, dep in zip(cand[ok].tolist(), found[ok].tolist(), strict=True):
+        table.add_data(task, dep)
+
+
+def _position(tids: np.ndarray) -> np.ndarray:
+    """Each task's index within its thread's chain (tasks are grouped by thread)."""
+    out = np.arange(len(tids))
+    if len(tids):
+        starts = np.flatnonzero(np.r_[True, tids[1:] != tids[:-1]])
+        out -= np.repeat(starts, np.diff(np.r_[starts, len(tids)]))
+    return out

@@ -1,0 +1,162 @@
+"""Pictures of a simulated run: the per-rank breakdown and a Gantt timeline of one rank.
+
+PNGs need matplotlib (the `plot` extra), imported only here and only when asked for; a
+missing install raises MissingExtraError naming the extra. The HTML page of the
+breakdown and the critical path needs nothing beyond the standard library, so it is
+always written and is the fallback where matplotlib cannot be installed.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lumos.errors import MissingExtraError
+from lumos.simulator.report.summary import Report, fmt_ns
+from lumos.simulator.result import ProcKind, SimResult
+
+#: breakdown parts in drawing order, with their colours (also used by the HTML page).
+COLOURS = {
+    "exposed_compute": "#4c72b0",
+    "overlapped": "#55a868",
+    "exposed_comm": "#c44e52",
+    "idle": "#c8c8c8",
+}
+_TASK_COLOURS = {"compute": "#4c72b0", "comm": "#c44e52", "cpu": "#8172b2"}
+#: most tasks drawn in one Gantt chart; past that, the longest ones.
+MAX_GANTT_TASKS = 200_000
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise MissingExtraError("matplotlib", "plot") from None
+    return plt
+
+
+def breakdown_png(report: Report, path: str | Path) -> Path:
+    """Stacked bar per rank of exposed compute / overlapped / exposed comm / idle (ms)."""
+    plt = _pyplot()
+    ranks = sorted(report.ranks, key=lambda r: r.rank)
+    x = np.arange(len(ranks))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.25 * len(ranks) + 2), 4.0))
+    bottom = np.zeros(len(ranks))
+    for part, colour in COLOURS.items():
+        values = np.array([r.breakdown.parts()[part] for r in ranks], dtype=float) / 1e6
+        ax.bar(x, values, bottom=bottom, color=colour, label=part.replace("_", " "))
+        bottom += values
+    ax.set_xticks(x, [str(r.rank) for r in ranks], fontsize=7 if len(ranks) > 32 else 9)
+    ax.set_xlabel("rank")
+    ax.set_ylabel("ms")
+    ax.set_title(f"Simulated step ({report.mode}): {fmt_ns(report.iteration_time_ns)}")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+def timeline_png(result: SimResult, path: str | Path, rank: int | None = None) -> Path:
+    """Gantt chart of one rank (the slowest by default): one row per processor."""
+    plt = _pyplot()
+    chosen = (
+        max(result.ranks, key=lambda r: r.iteration_time_ns) if rank is None else result.rank(rank)
+    )
+    tasks, procs = chosen.tasks, chosen.processors
+    rows = np.flatnonzero(tasks.end_ns > tasks.start_ns)
+    if rows.size > MAX_GANTT_TASKS:
+        longest = np.argsort(tasks.end_ns[rows] - tasks.start_ns[rows])[-MAX_GANTT_TASKS:]
+        rows = rows[longest]
+    fig, ax = plt.subplots(figsize=(12.0, 0.45 * len(procs) + 1.5))
+    for p, info in enumerate(procs):
+        mine = rows[tasks.proc[rows] == p]
+        if mine.size == 0:
+            continue
+        start = tasks.start_ns[mine] / 1e6
+        width = (tasks.end_ns[mine] - tasks.start_ns[mine]) / 1e6
+        comm = tasks.is_comm[mine].astype(bool)
+        base = "cpu" if info.kind == ProcKind.CPU else "compute"
+        colours = np.where(comm, _TASK_COLOURS["comm"], _TASK_COLOURS[base])
+        ax.broken_barh(list(zip(start, width, strict=True)), (p - 0.4, 0.8), facecolors=colours)
+    ax.set_yticks(range(len(procs)), [p.name for p in procs])
+    ax.invert_yaxis()
+    ax.set_xlabel("ms")
+    ax.set_title(f"rank {chosen.rank}: {fmt_ns(chosen.iteration_time_ns)}")
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+def breakdown_html(report: Report, path: str | Path) -> Path:
+    """A self-contained HTML page: breakdown bars per rank and the critical path's top."""
+    esc = html.escape
+    longest = max((r.iteration_time_ns for r in report.ranks), default=0) or 1
+    bars = []
+    for r in sorted(report.ranks, key=lambda r: r.rank):
+        parts = r.breakdown.parts()
+        segs = "".join(
+            f'<span style="width:{100 * v / longest:.3f}%;background:{COLOURS[k]}" '
+            f'title="{k}: {esc(fmt_ns(v))}"></span>'
+            for k, v in parts.items()
+            if v
+        )
+        bars.append(
+            f"<tr><td>{r.rank}</td><td>{esc(fmt_ns(r.iteration_time_ns))}</td>"
+            f'<td class="bar">{segs}</td></tr>'
+        )
+    legend = " ".join(
+        f'<span class="key" style="background:{c}"></span>{k.replace("_", " ")}'
+        for k, c in COLOURS.items()
+    )
+    path_rows = ""
+    if report.critical_path is not None:
+        path_rows = "".join(
+            f"<tr><td>{esc(c.name)}</td><td>{esc(c.category)}</td>"
+            f"<td>{esc(fmt_ns(c.total_ns))}</td><td>{100 * c.share:.1f}%</td></tr>"
+            for c in report.critical_path.by_name(report.top)
+        )
+    page = f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>lumos: simulated step</title>
+<style>
+body{{font-family:sans-serif;margin:2em}} table{{border-collapse:collapse}}
+td,th{{padding:2px 8px;text-align:left}} td.bar{{width:60vw}}
+td.bar span{{display:inline-block;height:14px}}
+.key{{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px}}
+</style></head><body>
+<h1>Simulated step ({esc(report.mode)}): {esc(fmt_ns(report.iteration_time_ns))}</h1>
+<p>{legend}</p>
+<table><tr><th>rank</th><th>iteration</th><th>breakdown</th></tr>{"".join(bars)}</table>
+<h2>Critical path: top contributors</h2>
+<table><tr><th>name</th><th>category</th><th>time</th><th>share</th></tr>{path_rows}</table>
+</body></html>
+"""
+    out = Path(path)
+    out.write_text(page, encoding="utf-8")
+    return out
+
+
+def write_plots(
+    report: Report, result: SimResult, out_prefix: str | Path, *, png: bool = True
+) -> list[Path]:
+    """Write `<prefix>.breakdown.html` and, with `png`, `<prefix>.breakdown.png` and
+    `<prefix>.timeline.png`; returns the paths written.
+
+    Raises MissingExtraError if `png` and matplotlib is not installed (the HTML page is
+    written first, so it is there either way).
+    """
+    prefix = str(out_prefix)
+    written = [breakdown_html(report, prefix + ".breakdown.html")]
+    if png:
+        written.append(breakdown_png(report, prefix + ".breakdown.png"))
+        written.append(timeline_png(result, prefix + ".timeline.png"))
+    return written
