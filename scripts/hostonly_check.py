@@ -22,9 +22,9 @@ import orjson
 
 from lumos.converters.ops.flops import OpCost, op_cost
 from lumos.converters.pytorch.comm_tasks import CommContext
-from lumos.converters.pytorch.inputs import plan
 from lumos.converters.pytorch.host_et import HostTrace, load_host_et
 from lumos.converters.pytorch.host_graph import build_host_tasks, step_rows
+from lumos.converters.pytorch.inputs import plan
 from lumos.converters.pytorch.tasks import TaskKind
 from lumos.hwconfigs.load import load_system
 from lumos.simulator.costmodel.roofline import CostModel

@@ -32,9 +32,12 @@ class CommCoster:
         self._dur = [g.dur_ns.tolist() for g in graphs]
         self._dur_us = [g.dur_us_ns.tolist() for g in graphs]
         self._cache: dict[tuple[str, int, int, tuple[int, ...]], int] = {}
+        #: instances whose time came from the pricer (for the result's notes)
+        self.priced = 0
 
     def price(self, inst: Instance) -> int:
         """The pricer's time for an instance (memoised)."""
+        self.priced += 1
         key = (inst.kind, inst.comm_type, inst.size, inst.group)
         cached = self._cache.get(key)
         if cached is None:

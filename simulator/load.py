@@ -20,6 +20,7 @@ import numpy as np
 from lumos.converters.chakra.compressed import decompressing
 from lumos.converters.chakra.files import EtSource, find_et_sources
 from lumos.converters.chakra.stream import EtReader
+from lumos.progress import report
 from lumos.simulator.graph import COLL, RankGraph
 from lumos.simulator.graph_build import graph_from_et
 from lumos.simulator.graph_checks import cycle_problems, drop_forward_deps
@@ -42,9 +43,13 @@ def load_graphs(
     are logged as warnings.
     """
     graphs = []
-    for source, reader in _open_all(find_et_sources(target)):
+    sources = find_et_sources(target)
+    report("load", 0, len(sources), "ranks")
+    for source, reader in _open_all(sources):
         with reader:
             g = graph_from_et(source.rank, reader.metadata, reader, source.path, repair)
+        log.info("rank %d: %d nodes from %s", source.rank, len(g), source.path)
+        report("load", len(graphs) + 1, len(sources), "ranks")
         if g.dropped_deps:
             log.warning("%s: ignored %d dependencies on absent nodes", source.path, g.dropped_deps)
         if repair and cycle_problems(g):

@@ -116,6 +116,8 @@ class SimResult:
     (`RankResult.start_ns`); `align_note` says why not, when they do not. `graphs[k]` is the `RankGraph` of
     `ranks[k]` (for folded ranks, the representative's graph). `mode` is "replay",
     "model" or "astra". `stats` holds run counters (nodes simulated, events, wall seconds).
+    `notes` says, in words, what the numbers rest on where a reader could assume more
+    (compute kept at its recorded time under `--hw`, durations that were missing).
     """
 
     ranks: list[RankResult]
@@ -125,6 +127,7 @@ class SimResult:
     stats: dict[str, Any] = field(default_factory=dict)
     aligned: bool = False
     align_note: str = ""
+    notes: list[str] = field(default_factory=list)
 
     def rank(self, rank: int) -> RankResult:
         """The result of one global rank. Raises KeyError if it was not loaded."""
@@ -150,5 +153,6 @@ class SimResult:
                 }
                 for r in self.ranks
             ],
+            "notes": self.notes,
             "stats": self.stats,
         }

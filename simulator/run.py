@@ -12,6 +12,7 @@ SimulationError naming the stuck nodes).
 from __future__ import annotations
 
 import gc
+import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from lumos.errors import ConfigError, SimulationError, ValidationError
+from lumos.progress import report
 from lumos.simulator.align import align_ranks
 from lumos.simulator.comm_cost import CommCoster
 from lumos.simulator.costmodel.estimate import estimate_graph, needs_estimates
@@ -34,6 +36,7 @@ from lumos.simulator.load import load_graphs
 from lumos.simulator.network.api import CollectivePricer
 from lumos.simulator.plan import Plan, build_plan
 from lumos.simulator.processors import assign_processors
+from lumos.simulator.provenance import check_durations, durations, pricing_notes
 from lumos.simulator.rendezvous import Instance, match_collectives, match_p2p
 from lumos.simulator.result import RankResult, SimResult, TaskTable
 from lumos.simulator.scheduler import Schedule, run_plan
@@ -41,6 +44,7 @@ from lumos.simulator.step_end import rank_end, step_tail
 from lumos.simulator.sync import RuntimeSync
 
 MAX_STUCK_LISTED = 10
+log = logging.getLogger(__name__)
 
 
 class Mode(str, Enum):
@@ -115,7 +119,8 @@ def _simulate(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: 
         if isinstance(source, (str, Path))
         else list(source)
     )
-    graphs = _estimate(graphs, mode, opts)
+    notes: list[str] = []
+    graphs = _estimate(graphs, mode, opts, notes)
     t_load = time.perf_counter()
     problems = [p for g in graphs for p in cycle_problems(g)]
     align = opts.align_ranks if opts.align_ranks is not None else mode is Mode.REPLAY
@@ -132,14 +137,19 @@ def _simulate(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: 
     assignments = [assign_processors(g, astra) for g in sim_graphs]
     plan = build_plan(sim_graphs, assignments, astra, opts.ablate_sync)
     plan.slot_start = [alignment.offset(g.rank) for g in sim_graphs]
-    _attach_comms(plan, sim_graphs, instances, mode, opts.pricer)
+    priced = _attach_comms(plan, sim_graphs, instances, mode, opts.pricer)
+    gpu = opts.cost_model.gpu.name if opts.cost_model is not None else None
+    notes += pricing_notes(mode.value, priced, 0, gpu)
     sync = RuntimeSync(len(plan.unlimited), plan.stream_of) if plan.sync_args else None
     t_plan = time.perf_counter()
+    report("simulate", 0, plan.n, "nodes")
     schedule = run_plan(plan, sync)
     t_run = time.perf_counter()
+    report("simulate", plan.n, plan.n, "nodes")
     _check_complete(schedule, plan, sim_graphs)
     result = _assemble(graphs, sim_graphs, assignments, plan, schedule, folding, mode)
     result.aligned, result.align_note = alignment.aligned, alignment.reason
+    result.notes = notes
     result.stats = {
         "nodes_simulated": plan.n,
         "nodes_total": sum(len(g) for g in graphs),
@@ -150,13 +160,33 @@ def _simulate(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: 
         "run_s": round(t_run - t_plan, 4),
         "fold_note": folding.reason,
     }
+    log.info(
+        "%s: %d rank(s) (%d simulated), %d nodes, %d events; load %.2f s, plan %.2f s, run %.2f s",
+        mode.value,
+        len(graphs),
+        len(sim_graphs),
+        plan.n,
+        schedule.events,
+        t_load - t0,
+        t_plan - t_load,
+        t_run - t_plan,
+    )
     return result
 
 
-def _estimate(graphs: list[RankGraph], mode: Mode, opts: SimOptions) -> list[RankGraph]:
+def _estimate(
+    graphs: list[RankGraph], mode: Mode, opts: SimOptions, notes: list[str]
+) -> list[RankGraph]:
     """Graphs with cost-model durations where the ETs recorded none (model mode, or
-    replay with `estimate_missing`). Raises ConfigError when no cost model is given."""
-    if mode is Mode.ASTRA or (mode is Mode.REPLAY and not opts.estimate_missing):
+    replay with `estimate_missing`); adds to `notes` what was estimated or left at 0.
+
+    Raises ConfigError when no cost model is given, SimulationError when a replay
+    would be made of nothing but missing durations (see `provenance.check_durations`).
+    """
+    if mode is Mode.ASTRA:
+        return graphs
+    if mode is Mode.REPLAY and not opts.estimate_missing:
+        notes += check_durations(graphs)
         return graphs
     todo = [g for g in graphs if needs_estimates(g)]
     if not todo:
@@ -167,6 +197,8 @@ def _estimate(graphs: list[RankGraph], mode: Mode, opts: SimOptions) -> list[Ran
             "e.g. converted from a host ET alone); pricing them needs --hw with a GPU that has "
             "a compute calibration (hwconfigs/calibration_tables/)"
         )
+    estimated = sum(durations(g).missing for g in todo)
+    notes += pricing_notes("", 0, estimated, opts.cost_model.gpu.name)
     return [estimate_graph(g, opts.cost_model) if needs_estimates(g) else g for g in graphs]
 
 
@@ -176,9 +208,10 @@ def _attach_comms(
     instances: list[Instance],
     mode: Mode,
     pricer: CollectivePricer | None,
-) -> None:
+) -> int:
     """Give each joint event its members (global indices) and its transfer time; price
-    unpaired sends (peer not loaded) outside replay."""
+    unpaired sends (peer not loaded) outside replay. Returns how many events the pricer
+    timed."""
     coster = CommCoster(graphs, mode.value, pricer)
     members = [inst.members for inst in instances]
     counts = np.fromiter(map(len, members), np.int64, len(members))
@@ -191,12 +224,14 @@ def _attach_comms(
     plan.inst_members = list(map(node_list.__getitem__, map(slice, ptr[:-1], ptr[1:])))
     plan.inst_dur = list(map(coster.instance_ns, instances))
     if mode is Mode.REPLAY or pricer is None:
-        return
+        return coster.priced
     for k, g in enumerate(graphs):
         for i in np.nonzero(g.type == SEND)[0].tolist():
             if plan.match[plan.offsets[k] + i] < 0:
                 size, peer = int(g.comm_size[i]), int(g.comm_peer[i])
                 plan.dur[plan.offsets[k] + i] = pricer.p2p_ns(size, g.rank, peer)
+                coster.priced += 1
+    return coster.priced
 
 
 def _check_complete(schedule: Schedule, plan: Plan, graphs: Sequence[RankGraph]) -> None:

@@ -22,7 +22,7 @@ ROOTS = {
 }
 
 # package prefix -> lumos prefixes it may import (besides itself); the most specific wins.
-COMMON = ("lumos.errors", "lumos.__version__")
+COMMON = ("lumos.errors", "lumos.progress", "lumos.__version__")
 ALLOWED: dict[str, tuple[str, ...]] = {
     "lumos.proto": (),
     "lumos.hwconfigs": ("lumos.errors",),
@@ -58,6 +58,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "lumos.simulator",
     ),
     "lumos.errors": (),
+    "lumos.progress": (),
     "lumos.version": (),
 }
 

@@ -49,7 +49,7 @@ def astra_network(system: SystemSpec, world: int) -> AstraNetworkConfig:
         if world % per_node:
             raise ConfigError(
                 f"{world} ranks do not fill whole {system.node.name} nodes of {per_node} GPUs; "
-                "pass --network with an ASTRA-sim network file for this shape"
+                "pass --astra-sim-network with an ASTRA-sim network file for this shape"
             )
         nic = system.fabric.nic
         bandwidth = astra_bandwidth(nic) / max(system.fabric.oversubscription, 1.0)

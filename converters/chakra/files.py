@@ -62,6 +62,10 @@ def _from_tar(path: Path) -> list[EtSource]:
     return out
 
 
+#: names of raw PyTorch traces (host ET / Kineto JSON), which need `lumos convert` first
+_RAW_SUFFIXES = (".json", ".json.gz", ".jsonl", ".pt.trace.json")
+
+
 def find_et_sources(target: str | Path) -> list[EtSource]:
     """Resolve a folder, prefix, file or tar into per-rank sources, sorted by rank.
 
@@ -70,6 +74,16 @@ def find_et_sources(target: str | Path) -> list[EtSource]:
     """
     path = Path(target)
     found: list[EtSource] = []
+    if path.name.endswith(_RAW_SUFFIXES) or (
+        path.is_dir()
+        and not any(_parse_name(c.name) for c in path.iterdir())
+        and any(c.name.endswith(_RAW_SUFFIXES) for c in path.iterdir())
+    ):
+        raise TraceFormatError(
+            str(target),
+            "PyTorch traces (JSON), not Chakra ETs: run `lumos convert` on them first, "
+            "then use the folder it writes",
+        )
     if path.is_file() and (tarfile.is_tarfile(path) and not path.name.endswith((".et", ".et.gz"))):
         found = _from_tar(path)
     elif path.is_file():

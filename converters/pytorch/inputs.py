@@ -51,10 +51,31 @@ def _name_rank(name: str) -> int | None:
     return int(numbers[-1]) if numbers else None
 
 
+def _refuse_chakra(paths: list[str | Path]) -> None:
+    """Chakra ETs are converted already. Raises TraceFormatError naming the file."""
+    for name in paths:
+        p = Path(name)
+        ets = [p] if p.is_file() else [*p.glob("*.et"), *p.glob("*.et.gz")] if p.is_dir() else []
+        raw = p.is_dir() and any(p.glob("*.json*"))
+        for et in ets:
+            if et.name.endswith((".et", ".et.gz")) and not raw:
+                raise TraceFormatError(
+                    str(et),
+                    "a Chakra ET (already converted): `lumos convert` reads PyTorch host ETs "
+                    "and Kineto traces; give this to `lumos simulate`, `lumos et info` or "
+                    "`lumos export astra-sim`",
+                )
+
+
 def plan(paths: list[str | Path]) -> list[RankInputs]:
     """Classify and pair the input files per rank. Raises TraceFormatError on a clash."""
     by_rank: dict[int, RankInputs] = {}
+    _refuse_chakra(paths)
     files = expand_inputs(paths)
+    if not files:
+        raise TraceFormatError(
+            ", ".join(map(str, paths)), "no PyTorch host ET or Kineto trace (.json[.gz]) found"
+        )
     sniffed = [(f, *_sniff(f)) for f in files]
     for kind in ("kineto", "host"):
         same = [s for s in sniffed if s[1] == kind]

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from pathlib import Path
 
 import click
 
-from lumos.cli.main import echo_json, handle_errors
-from lumos.converters.pytorch.convert import RankSummary, convert
+from lumos.cli.main import echo_json, handle_errors, quiet
+from lumos.cli.options import check_output, force_option, json_option, output_option
+from lumos.cli.progress import shown
+from lumos.converters.pytorch.convert import MIN_LINK_RATE, RankSummary, convert
+
+log = logging.getLogger(__name__)
 
 
 def _line(s: RankSummary) -> str:
@@ -21,12 +27,21 @@ def _line(s: RankSummary) -> str:
 
 @click.command("convert")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True))
-@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False))
+@output_option("Folder to write <prefix>.<rank>.et into.", old=("--out",), dir_okay=True)
 @click.option("--prefix", default="trace", show_default=True, help="Output file prefix.")
 @click.option(
     "--step", type=int, default=None, help="ProfilerStep number (default: last complete)."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option(
+    "--min-link-rate",
+    type=click.FloatRange(0, 1),
+    default=MIN_LINK_RATE,
+    show_default=True,
+    help="Refuse a rank whose host ET links fewer of its ops to Kineto events (a sign of "
+    "files from different runs); 0 converts anyway.",
+)
+@force_option
+@json_option
 @click.option(
     "-j",
     "--jobs",
@@ -38,26 +53,38 @@ def _line(s: RankSummary) -> str:
 @handle_errors
 def convert_cmd(
     inputs: tuple[str, ...],
-    out_dir: str,
+    output: str,
     prefix: str,
     step: int | None,
+    min_link_rate: float,
+    force: bool,
     as_json: bool,
     jobs: int,
 ) -> None:
-    """Convert host ETs and Kineto traces (files, folders or tars) to <prefix>.<rank>.et."""
-    from rich.progress import Progress
+    """Convert host ETs and Kineto traces (files, folders or tars) to <prefix>.<rank>.et.
 
-    lines: list[RankSummary] = []
-    with Progress(transient=True, disable=as_json) as progress:
-        task = progress.add_task("converting", total=None)
-
-        def on_rank(summary: RankSummary) -> None:
-            lines.append(summary)
-            progress.update(task, advance=1, description=f"rank {summary.rank} done")
-
-        result = convert(
-            list(inputs), Path(out_dir), prefix=prefix, step=step, on_rank=on_rank, jobs=jobs
+    Give the host ETs and Kineto traces of the same run (each rank's pair is linked op
+    by op). Host ETs alone convert too, but carry no durations: simulate them with --hw.
+    """
+    out = Path(output)
+    if not force and out.is_dir() and any(out.glob(f"{prefix}.*.et")):
+        raise click.UsageError(
+            f"{out} already holds {prefix}.*.et files; pass --force to replace them"
         )
+    check_output(out, True, folder=True)
+    lines: list[RankSummary] = []
+    t0 = time.perf_counter()
+    with shown(not (as_json or quiet())):
+        result = convert(
+            list(inputs),
+            out,
+            prefix=prefix,
+            step=step,
+            on_rank=lines.append,
+            jobs=jobs,
+            min_link_rate=min_link_rate,
+        )
+    log.info("converted %d rank(s) in %.2f s", len(lines), time.perf_counter() - t0)
     if as_json:
         echo_json(result.to_json())
         return
@@ -72,5 +99,10 @@ def convert_cmd(
             )
     total = sum(s.nodes for s in lines)
     click.echo(f"{len(lines)} rank(s), {total} nodes, {sum(s.comm for s in lines)} comm nodes")
+    if lines and all(s.link is None and not s.step_ns for s in lines):
+        click.echo(
+            "note: host ETs only — the ETs carry no measured durations; simulate them with "
+            "--hw NAME (the cost model prices them)"
+        )
     for problem in result.problems:
         click.echo(f"warning: {problem}", err=True)

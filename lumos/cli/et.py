@@ -12,20 +12,26 @@ from rich.console import Console
 from rich.table import Table
 
 from lumos.cli.main import EXIT_PROBLEMS, echo_json, handle_errors
+from lumos.cli.options import check_output, force_option, json_option
+from lumos.cli.options import output_option as shared_output
 from lumos.converters.chakra.files import find_et_sources, iter_sources
 from lumos.converters.chakra.info import TraceInfo, trace_info
 from lumos.errors import LumosError
 
-PATHS = click.argument("paths", nargs=-1, required=True, type=click.Path(exists=False))
+PATHS = click.argument(
+    "paths", nargs=-1, required=True, metavar="TRACE...", type=click.Path(exists=False)
+)
 F = TypeVar("F", bound=Callable[..., Any])
 ONE_ET = click.argument("path", type=click.Path(exists=True, dir_okay=False))
 
 
 def output_option(help_text: str) -> Callable[[F], F]:
-    """The required `-o/--output FILE` option of the converting commands."""
-    return click.option(
-        "-o", "--output", required=True, type=click.Path(dir_okay=False), help=help_text
-    )
+    """The required `-o/--output FILE` of the converting commands, and `--force`."""
+
+    def wrap(func: F) -> F:
+        return shared_output(help_text)(force_option(func))
+
+    return wrap
 
 
 def _human_bytes(n: int) -> str:
@@ -71,12 +77,12 @@ def et_group() -> None:
 
 @et_group.command("info")
 @PATHS
-@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@json_option
 @handle_errors
 def info_cmd(paths: tuple[str, ...], as_json: bool) -> None:
     """Node counts by type, collectives by type and bytes, ranks, schema version.
 
-    PATHS: folders, prefixes, single .et files or tars of per-rank files.
+    TRACE: folders, prefixes, single .et files or tars of per-rank files.
     """
     infos = [trace_info(find_et_sources(p)) for p in paths]
     if as_json:
@@ -90,7 +96,7 @@ def info_cmd(paths: tuple[str, ...], as_json: bool) -> None:
 
 @et_group.command("validate")
 @PATHS
-@click.option("--json", "as_json", is_flag=True, help="Print problems as JSON.")
+@json_option
 @handle_errors
 def validate_cmd(paths: tuple[str, ...], as_json: bool) -> None:
     """Check ids, dependencies, cycles, attribute types, comm fields, cross-rank collectives.
@@ -135,8 +141,9 @@ def validate_cmd(paths: tuple[str, ...], as_json: bool) -> None:
 @ONE_ET
 @output_option("Output .json (one document) or .jsonl (JSON Lines).")
 @handle_errors
-def to_json_cmd(path: str, output: str) -> None:
+def to_json_cmd(path: str, output: str, force: bool) -> None:
     """Render one .et file as valid JSON (or JSON Lines), losslessly."""
+    check_output(output, force)
     from lumos.converters.chakra.json_codec import write_json
 
     (source,) = find_et_sources(path)
@@ -155,8 +162,9 @@ def to_json_cmd(path: str, output: str) -> None:
 @ONE_ET
 @output_option("Output .et (gzip if it ends in .gz).")
 @handle_errors
-def from_json_cmd(path: str, output: str) -> None:
+def from_json_cmd(path: str, output: str, force: bool) -> None:
     """Turn a .json / .jsonl rendering back into a .et file."""
+    check_output(output, force)
     from lumos.converters.chakra.json_codec import json_to_et
 
     count = json_to_et(path, output)
@@ -168,8 +176,9 @@ def from_json_cmd(path: str, output: str) -> None:
 @output_option("Output .graphml or .dot.")
 @click.option("--max-nodes", default=50_000, help="Refuse bigger traces.")
 @handle_errors
-def graph_cmd(paths: tuple[str, ...], output: str, max_nodes: int) -> None:
+def graph_cmd(paths: tuple[str, ...], output: str, force: bool, max_nodes: int) -> None:
     """Export the dependency graph (all ranks) as GraphML or DOT, for small traces."""
+    check_output(output, force)
     from lumos.converters.chakra.graph_export import to_networkx, write_dot, write_graphml
 
     graph = to_networkx(iter_sources(list(paths)), max_nodes=max_nodes)

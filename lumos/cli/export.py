@@ -7,6 +7,14 @@ from pathlib import Path
 import click
 
 from lumos.cli.main import echo_json, handle_errors
+from lumos.cli.options import (
+    astra_sim_options,
+    force_option,
+    hw_option,
+    json_option,
+    output_option,
+    trace_argument,
+)
 from lumos.converters.astra_sim.export import ExportRequest, ExportSummary, export_astra_sim
 from lumos.converters.astra_sim.preflight import preflight_bundle
 from lumos.converters.astra_sim.workload import CpuGaps, ExportOptions
@@ -18,34 +26,10 @@ def export_group() -> None:
 
 
 @export_group.command("astra-sim")
-@click.argument("trace", type=click.Path(exists=False))
-@click.option(
-    "-o",
-    "--output",
-    "out_dir",
-    required=True,
-    type=click.Path(path_type=Path),
-    help="Bundle folder to write (workload/, configs, run.sh, README.md).",
-)
-@click.option("--hw", help="lumos hardware config: short name (h100, a100, ...) or YAML path.")
-@click.option(
-    "--system",
-    "system_file",
-    type=click.Path(exists=True, path_type=Path),
-    help="Use this ASTRA-sim system JSON instead of deriving it from --hw.",
-)
-@click.option(
-    "--network",
-    "network_file",
-    type=click.Path(exists=True, path_type=Path),
-    help="Use this ASTRA-sim network YAML instead of deriving it from --hw.",
-)
-@click.option(
-    "--comm-groups",
-    "comm_groups_file",
-    type=click.Path(exists=True, path_type=Path),
-    help="The trace's comm-group JSON, for numeric pg_names of foreign ETs.",
-)
+@trace_argument()
+@output_option("Bundle folder to write (workload/, configs, run.sh, README.md).", dir_okay=True)
+@hw_option("System the ASTRA-sim system/network configs are derived from.")
+@astra_sim_options
 @click.option(
     "--cpu-gaps",
     type=click.Choice([m.value for m in CpuGaps]),
@@ -58,16 +42,16 @@ def export_group() -> None:
     is_flag=True,
     help="Replay collectives ASTRA-sim cannot simulate by their recorded duration.",
 )
-@click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@force_option
+@json_option
 @handle_errors
 def astra_sim_command(
     trace: str,
-    out_dir: Path,
+    output: str,
     hw: str | None,
-    system_file: Path | None,
-    network_file: Path | None,
-    comm_groups_file: Path | None,
+    astra_sim_system: str | None,
+    astra_sim_network: str | None,
+    comm_groups: str | None,
     cpu_gaps: str,
     strict: bool,
     replay_unsupported_comms: bool,
@@ -78,6 +62,7 @@ def astra_sim_command(
 
     The bundle is checked as ASTRA-sim would load it before it is moved into place;
     a problem is reported with rank, node and fix, and nothing is written.
+    --astra-sim-system / --astra-sim-network replace the configs derived from --hw.
     """
     options = ExportOptions(
         cpu_gaps=CpuGaps(cpu_gaps),
@@ -87,11 +72,11 @@ def astra_sim_command(
     summary = export_astra_sim(
         ExportRequest(
             target=trace,
-            out_dir=out_dir,
+            out_dir=Path(output),
             hw=hw,
-            system_file=system_file,
-            network_file=network_file,
-            comm_groups_file=comm_groups_file,
+            system_file=_path(astra_sim_system),
+            network_file=_path(astra_sim_network),
+            comm_groups_file=_path(comm_groups),
             options=options,
             force=force,
         )
@@ -100,6 +85,10 @@ def astra_sim_command(
         echo_json(summary.to_dict())
     else:
         _print(summary)
+
+
+def _path(value: str | None) -> Path | None:
+    return None if value is None else Path(value)
 
 
 @export_group.command("astra-sim-check")

@@ -60,7 +60,67 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "export_group",
         "Hand a trace to another simulator (ASTRA-sim).",
     ),
+    "hw": ("lumos.cli.hw", "hw_group", "List and show the shipped hardware configs."),
 }
+
+EXIT_HELP = """Exit codes: 0 success; 1 problems found in the inputs (reported);
+2 usage error; 3 unreadable input; 4 bad config; 5 other lumos error."""
+
+
+def quiet() -> bool:
+    """True when `-q` was given anywhere on the command line."""
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.find_root().meta.get("lumos.quiet"))
+
+
+def _set_verbosity(ctx: click.Context, param: click.Parameter, value: int) -> None:
+    """-v/-q counted over the whole command line (group and sub-command alike)."""
+    meta = ctx.find_root().meta
+    key = f"lumos.{param.name}"
+    meta[key] = meta.get(key, 0) + int(value or 0)
+    configure_logging(meta.get("lumos.verbose", 0), bool(meta.get("lumos.quiet")))
+
+
+def configure_logging(verbose: int, quiet: bool) -> None:
+    """lumos's loggers to stderr: warnings by default, -v info, -vv debug, -q errors."""
+    level = logging.ERROR if quiet else logging.WARNING - 10 * min(verbose, 2)
+    root = logging.getLogger("lumos")
+    root.setLevel(level)
+    if not any(getattr(h, "_lumos", False) for h in root.handlers):
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        handler._lumos = True  # type: ignore[attr-defined]
+        root.addHandler(handler)
+        root.propagate = False
+
+
+def verbosity_options() -> list[click.Option]:
+    """`-v/--verbose` and `-q/--quiet`, accepted by the group and by every sub-command."""
+    return [
+        click.Option(
+            ["-v", "--verbose"],
+            count=True,
+            expose_value=False,
+            callback=_set_verbosity,
+            help="More log output (-v phases, counts, timings; -vv debug).",
+        ),
+        click.Option(
+            ["-q", "--quiet"],
+            count=True,
+            expose_value=False,
+            callback=_set_verbosity,
+            help="Errors only: no notes, warnings or progress.",
+        ),
+    ]
+
+
+def _add_verbosity(command: click.Command) -> None:
+    """Give `command` (and a group's sub-commands) the -v/-q options, once."""
+    if not any(p.name == "verbose" for p in command.params):
+        command.params += verbosity_options()
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _add_verbosity(sub)
 
 
 def handle_errors(func: F) -> F:
@@ -101,7 +161,9 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in COMMANDS and cmd_name not in self.commands:
             module_name, attr, _ = COMMANDS[cmd_name]
-            self.add_command(getattr(importlib.import_module(module_name), attr), cmd_name)
+            command = getattr(importlib.import_module(module_name), attr)
+            _add_verbosity(command)
+            self.add_command(command, cmd_name)
         return super().get_command(ctx, cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -112,15 +174,21 @@ class LazyGroup(click.Group):
 
 
 @click.group(
-    cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "show_default": True}
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
+    epilog=EXIT_HELP
+    + '\n\nShell completion: eval "$(_LUMOS_COMPLETE=bash_source lumos)" (zsh_source, '
+    "fish_source for those shells).",
 )
 @click.version_option(__version__, prog_name="lumos")
-@click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
-def cli(verbose: int) -> None:
+def cli() -> None:
     """lumos: Chakra execution traces from distributed PyTorch training — convert,
-    simulate, estimate, export to ASTRA-sim."""
-    level = logging.WARNING - 10 * min(verbose, 2)
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    simulate, estimate, export to ASTRA-sim.
+
+    -v/-q work before or after the command name."""
+
+
+cli.params += verbosity_options()
 
 
 def main() -> None:

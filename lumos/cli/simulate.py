@@ -8,7 +8,16 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from lumos.cli.main import echo_json, handle_errors
+from lumos.cli.main import echo_json, handle_errors, quiet
+from lumos.cli.options import (
+    astra_sim_options,
+    check_output,
+    force_option,
+    hw_option,
+    json_option,
+    trace_argument,
+)
+from lumos.cli.progress import shown
 from lumos.converters.chakra.files import find_et_sources
 from lumos.errors import ConfigError, MissingExtraError
 from lumos.simulator.costmodel.roofline import CostModel
@@ -58,8 +67,8 @@ def _write_plots(report: Report, result: SimResult, prefix: str) -> list[str]:
 
 
 @click.command("simulate")
-@click.argument("target", type=click.Path(exists=False))
-@click.option("--hw", default=None, help="System config: h100, a100, or a YAML path.")
+@trace_argument()
+@hw_option("System whose network (and cost model) prices the run.")
 @click.option(
     "--mode",
     type=click.Choice([m.value for m in Mode]),
@@ -68,13 +77,7 @@ def _write_plots(report: Report, result: SimResult, prefix: str) -> list[str]:
     "astra: ASTRA-sim compatible (default: astra with ASTRA-sim configs, model with --hw, "
     "else replay).",
 )
-@click.option("--astra-sim-system", type=click.Path(exists=True), help="ASTRA-sim system JSON.")
-@click.option("--astra-sim-network", type=click.Path(exists=True), help="ASTRA-sim network YAML.")
-@click.option(
-    "--comm-group",
-    type=click.Path(exists=True),
-    help="ASTRA-sim comm-group JSON (pg_name → ranks).",
-)
+@astra_sim_options
 @click.option("--timeline", type=click.Path(), help="Write a Chrome/Perfetto trace (.json[.gz]).")
 @click.option(
     "--plot",
@@ -83,7 +86,8 @@ def _write_plots(report: Report, result: SimResult, prefix: str) -> list[str]:
     help="Write PREFIX.breakdown.html, and with the plot extra (matplotlib) "
     "PREFIX.breakdown.png and PREFIX.timeline.png.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
+@force_option
 @click.option(
     "--no-sync-edges",
     is_flag=True,
@@ -106,27 +110,35 @@ def _write_plots(report: Report, result: SimResult, prefix: str) -> list[str]:
 )
 @handle_errors
 def simulate_command(
-    target: str,
+    trace: str,
     hw: str | None,
     mode: str | None,
     astra_sim_system: str | None,
     astra_sim_network: str | None,
-    comm_group: str | None,
+    comm_groups: str | None,
     timeline: str | None,
     plot_prefix: str | None,
     as_json: bool,
+    force: bool,
     no_sync_edges: bool,
     fold: bool,
     align_ranks: bool | None,
     repair: bool,
     estimate_missing: bool,
 ) -> None:
-    """Simulate all ranks of ET_DIR_OR_PREFIX (folder, prefix, file or tar of .et files)."""
-    ranks = len(find_et_sources(target))
+    """Simulate all ranks of TRACE (folder, prefix, file or tar of <prefix>.<rank>.et).
+
+    replay adds up the recorded durations; --hw re-prices communication (model mode) and
+    prices compute that has no recorded duration; compute that has one keeps it.
+    """
+    check_output(timeline, force)
+    if plot_prefix:
+        check_output(f"{plot_prefix}.breakdown.html", force)
+    ranks = len(find_et_sources(trace))
     pricer = _pricer(hw, astra_sim_system, astra_sim_network, ranks)
     if mode is None:
         mode = "astra" if astra_sim_system else "model" if hw else "replay"
-    groups = json.loads(Path(comm_group).read_text()) if comm_group else None
+    groups = json.loads(Path(comm_groups).read_text()) if comm_groups else None
     options = SimOptions(
         mode=Mode(mode),
         pricer=pricer,
@@ -138,7 +150,8 @@ def simulate_command(
         cost_model=_cost_model(hw),
         estimate_missing=estimate_missing,
     )
-    result = simulate(target, options)
+    with shown(not (as_json or quiet())):
+        result = simulate(trace, options)
     if timeline:
         from lumos.simulator.report.timeline import write_timeline
 
@@ -152,6 +165,9 @@ def simulate_command(
         echo_json(payload)
         return
     render_summary(report, Console())
+    if not quiet():
+        for note in result.notes:
+            click.echo(f"note: {note}")
     if timeline:
         click.echo(f"timeline: {timeline}")
     for path in plots:

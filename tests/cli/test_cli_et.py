@@ -84,5 +84,5 @@ def test_to_json_from_json_and_graph(tmp_path: Path) -> None:
     assert code == 0 and "35 nodes" in out
     code, out = run("et", "graph", str(et), "-o", str(tmp_path / "g.dot"))
     assert code == 0 and (tmp_path / "g.dot").read_text().startswith("digraph")
-    code, out = run("et", "graph", str(et), "-o", str(tmp_path / "g.dot"), "--max-nodes", "10")
+    code, out = run("et", "graph", str(et), "-o", str(tmp_path / "h.dot"), "--max-nodes", "10")
     assert code == 5 and "more than 10 nodes" in out

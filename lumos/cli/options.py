@@ -1,0 +1,166 @@
+"""One spelling per concept across commands: the shared options and the overwrite rule.
+
+Every command that writes takes `-o/--output` and replaces an existing output only with
+`--force`; a trace is the positional `TRACE`; hardware is `--hw NAME|YAML` (names are
+case-insensitive and listed in the help); ASTRA-sim configs are `--astra-sim-system`,
+`--astra-sim-network` and `--comm-groups` wherever they are read. Old spellings stay as
+aliases that the help does not show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from lumos.errors import LumosError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class AliasedOption(click.Option):
+    """A click option whose old spellings (`hidden_aliases`) work but are not shown."""
+
+    def __init__(self, *args: Any, hidden_aliases: Iterable[str] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.hidden_aliases = frozenset(hidden_aliases)
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        opts = self.opts
+        self.opts = [o for o in opts if o not in self.hidden_aliases]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = opts
+
+
+def trace_argument(**kwargs: Any) -> Callable[[F], F]:
+    """The positional TRACE: a folder, prefix, .et file or tar of <prefix>.<rank>.et."""
+    return click.argument("trace", metavar="TRACE", type=click.Path(exists=False), **kwargs)
+
+
+def output_option(
+    help_text: str, *, required: bool = True, old: Iterable[str] = (), dir_okay: bool = False
+) -> Callable[[F], F]:
+    """`-o/--output PATH` (old spellings in `old` still accepted, not shown)."""
+    old = tuple(old)
+    return click.option(
+        "-o",
+        "--output",
+        *old,
+        "output",
+        cls=AliasedOption,
+        hidden_aliases=old,
+        required=required,
+        type=click.Path(dir_okay=dir_okay, file_okay=not dir_okay),
+        help=help_text,
+    )
+
+
+force_option = click.option(
+    "--force", is_flag=True, help="Replace outputs that already exist (else refuse)."
+)
+json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print the result as JSON (schema: docs/json.md)."
+)
+
+
+def check_output(path: str | Path | None, force: bool, *, folder: bool = False) -> None:
+    """The overwrite rule: an existing output is replaced only with --force, and the
+    folder it goes in must exist (a folder output is created, its parent must exist).
+
+    Raises LumosError naming the path and the fix.
+    """
+    if path is None:
+        return
+    p = Path(path)
+    parent = p.resolve().parent
+    if not parent.is_dir():
+        raise LumosError(f"{p}: folder {parent} does not exist; create it first")
+    if folder:
+        if p.is_file():
+            raise LumosError(f"{p}: is a file, expected a folder")
+        if p.is_dir() and any(p.iterdir()) and not force:
+            raise LumosError(f"{p}: folder exists and is not empty; pass --force to write into it")
+        return
+    if p.is_dir():
+        raise LumosError(f"{p}: is a folder, expected a file name")
+    if p.exists() and not force:
+        raise LumosError(f"{p}: exists; pass --force to replace it")
+
+
+def shipped_systems() -> list[str]:
+    """Short names of the shipped hardware systems (files in lumos/hwconfigs/systems)."""
+    from lumos.hwconfigs.load import shipped_names
+
+    return shipped_names("systems")
+
+
+def normalize_hw(value: str | None) -> str | None:
+    """A shipped name in lower case; a path (has '/' or ends in .yaml/.yml) as given.
+
+    Raises click.BadParameter for an unknown name, listing the shipped ones.
+    """
+    if value is None:
+        return None
+    if "/" in value or value.lower().endswith((".yaml", ".yml")):
+        return value
+    name = value.lower()
+    names = shipped_systems()
+    if name not in names:
+        raise click.BadParameter(
+            f"unknown system {value!r}; shipped: {', '.join(names)} (or a YAML path; "
+            "`lumos hw list` describes them)",
+            param_hint="'--hw'",
+        )
+    return name
+
+
+def hw_option(help_text: str) -> Callable[[F], F]:
+    """`--hw NAME|YAML`: a shipped system (case-insensitive) or a system YAML file."""
+    names = ", ".join(shipped_systems())
+    return click.option(
+        "--hw",
+        default=None,
+        metavar="NAME|YAML",
+        callback=lambda _ctx, _param, value: normalize_hw(value),
+        help=f"{help_text} Shipped: {names} (see `lumos hw list`), or a system YAML path.",
+    )
+
+
+def astra_sim_options(func: F) -> F:
+    """`--astra-sim-system`, `--astra-sim-network`, `--comm-groups` (ASTRA-sim inputs)."""
+    options = [
+        click.option(
+            "--astra-sim-system",
+            "--system",
+            "astra_sim_system",
+            cls=AliasedOption,
+            hidden_aliases=("--system",),
+            type=click.Path(exists=True, dir_okay=False),
+            help="ASTRA-sim system JSON.",
+        ),
+        click.option(
+            "--astra-sim-network",
+            "--network",
+            "astra_sim_network",
+            cls=AliasedOption,
+            hidden_aliases=("--network",),
+            type=click.Path(exists=True, dir_okay=False),
+            help="ASTRA-sim network YAML.",
+        ),
+        click.option(
+            "--comm-groups",
+            "--comm-group",
+            "comm_groups",
+            cls=AliasedOption,
+            hidden_aliases=("--comm-group",),
+            type=click.Path(exists=True, dir_okay=False),
+            help="ASTRA-sim comm-group JSON (pg_name -> ranks), for numeric pg_names.",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
