@@ -42,7 +42,7 @@ def load_graphs(
     node is the suspect one — mlc-chakra's converter writes such kernel→op edges); both
     are logged as warnings.
     """
-    graphs = []
+    graphs: list[RankGraph] = []
     sources = find_et_sources(target)
     report("load", 0, len(sources), "ranks")
     for source, reader in _open_all(sources):

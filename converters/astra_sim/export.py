@@ -152,7 +152,9 @@ def _configs(
         network = astra_network(spec, world)
         notes.append(f"network.yml derived from --hw {spec.name} ({spec.description})")
     else:
-        raise ConfigError("give --hw (a lumos hardware config) or --astra-sim-network (an ASTRA-sim file)")
+        raise ConfigError(
+            "give --hw (a lumos hardware config) or --astra-sim-network (an ASTRA-sim file)"
+        )
     if request.system_file is not None:
         system = load_astra_system(request.system_file)
         notes.append(f"system.json copied from {request.system_file}")
@@ -160,7 +162,9 @@ def _configs(
         system = astra_system(spec, network.num_dims)
         notes.append(f"system.json derived from --hw {spec.name}")
     else:
-        raise ConfigError("give --hw (a lumos hardware config) or --astra-sim-system (an ASTRA-sim file)")
+        raise ConfigError(
+            "give --hw (a lumos hardware config) or --astra-sim-system (an ASTRA-sim file)"
+        )
     return network, system, notes
 
 

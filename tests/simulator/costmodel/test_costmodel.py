@@ -10,7 +10,7 @@ import pytest
 from lumos.converters.ops.args import DType
 from lumos.converters.ops.flops import CostKind, OpCost
 from lumos.converters.pytorch.convert import convert
-from lumos.errors import ConfigError
+from lumos.errors import ConfigError, SimulationError
 from lumos.hwconfigs.calibration_tables import load_calibration, shipped_calibrations
 from lumos.hwconfigs.load import load_gpu, shipped_names
 from lumos.simulator.costmodel.estimate import ESTIMATED_STREAM, estimate_graph
@@ -81,8 +81,9 @@ def test_model_mode_without_cost_model_is_a_config_error(tmp_path: Path) -> None
     et = _host_only(tmp_path)
     with pytest.raises(ConfigError, match="--hw"):
         simulate(et, SimOptions(Mode.MODEL, pricer=pricer_for_job("a100", 1)))
-    replay = simulate(et, SimOptions(Mode.REPLAY))  # replay leaves recorded zeros alone
-    assert replay.iteration_time_ns < 1e6
+    # a replay of nothing but missing durations would be 0 ns: refused, saying why
+    with pytest.raises(SimulationError, match="no measured duration.*--hw"):
+        simulate(et, SimOptions(Mode.REPLAY))
 
 
 def test_num_ops_nodes_without_duration_are_priced() -> None:
