@@ -82,7 +82,7 @@ def test_model_mode_without_cost_model_is_a_config_error(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match="--hw"):
         simulate(et, SimOptions(Mode.MODEL, pricer=pricer_for_job("a100", 1)))
     # a replay of nothing but missing durations would be 0 ns: refused, saying why
-    with pytest.raises(SimulationError, match="no measured duration.*--hw"):
+    with pytest.raises(SimulationError, match=r"no measured duration.*--hw"):
         simulate(et, SimOptions(Mode.REPLAY))
 
 
