@@ -55,6 +55,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "compare_command",
         "Simulated vs measured step, per rank and stream.",
     ),
+    "estimate": (
+        "lumos.cli.estimate",
+        "estimate_command",
+        "Step time, MFU and memory from a model, a parallel plan and hardware (no trace).",
+    ),
     "export": (
         "lumos.cli.export",
         "export_group",

@@ -1,0 +1,102 @@
+"""Kernel-level physics of one GPU for trace-free estimates: `kernels/<gpu>.yaml`.
+
+A few interpretable parameters, each with its source in the file: SM count and the GEMM
+output tile (wave quantisation), the fraction of tensor-core peak a GEMM main loop reaches
+per dtype, the prologue/epilogue cost of a GEMM as an equivalent K, flash-attention
+forward/backward efficiencies and query tile, the achieved fraction of HBM bandwidth for
+memory-bound kernels, a fixed per-kernel overhead, and the per-GPU workspace memory.
+Unknown keys are ConfigErrors with a "did you mean".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lumos.errors import ConfigError
+from lumos.hwconfigs.fields import REQUIRED, fields, non_negative, positive, read_yaml, text
+from lumos.hwconfigs.load import ROOT, shipped_path
+
+KIND = "kernels"
+
+
+@dataclass(slots=True, frozen=True)
+class KernelPhysics:
+    """Parameters of the GEMM / attention / memory-bound kernel models of one GPU."""
+
+    gpu: str
+    sources: tuple[str, ...]
+    sm_count: int
+    gemm_tile: tuple[int, int]
+    gemm_efficiency_bf16: float
+    gemm_k_overhead: float
+    attention_tile: int
+    attention_fwd_efficiency: float
+    attention_bwd_efficiency: float
+    memory_efficiency: float
+    kernel_overhead_ns: float
+    workspace_gb: float
+    gemm_efficiency_fp8: float | None = None
+
+
+def _sources(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value:
+        raise ConfigError(f"{where} must be a non-empty list of strings (where numbers come from)")
+    return tuple(text(v, where) for v in value)
+
+
+def _count(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{where} must be a positive integer, got {value!r}")
+    return value
+
+
+def _tile(value: Any, where: str) -> tuple[int, int]:
+    if not isinstance(value, list) or len(value) != 2:
+        raise ConfigError(f"{where} must be [rows, cols], got {value!r}")
+    return (_count(value[0], where), _count(value[1], where))
+
+
+def _fraction(value: Any, where: str) -> float:
+    v = positive(value, where)
+    if v > 1:
+        raise ConfigError(f"{where} is a fraction of peak (0 < x <= 1), got {value!r}")
+    return v
+
+
+_TABLE = {
+    "gpu": (text, REQUIRED),
+    "sources": (_sources, REQUIRED),
+    "sm_count": (_count, REQUIRED),
+    "gemm_tile": (_tile, REQUIRED),
+    "gemm_efficiency_bf16": (_fraction, REQUIRED),
+    "gemm_efficiency_fp8": (_fraction, None),
+    "gemm_k_overhead": (non_negative, 0.0),
+    "attention_tile": (_count, 128),
+    "attention_fwd_efficiency": (_fraction, REQUIRED),
+    "attention_bwd_efficiency": (_fraction, REQUIRED),
+    "memory_efficiency": (_fraction, REQUIRED),
+    "kernel_overhead_ns": (non_negative, 0.0),
+    "workspace_gb": (non_negative, 0.0),
+}
+
+
+def shipped_kernel_tables() -> list[str]:
+    """GPU names that have a shipped kernel-physics file."""
+    return sorted(p.stem for p in (ROOT / KIND).glob("*.yaml"))
+
+
+def load_kernel_physics(gpu_or_path: str | Path) -> KernelPhysics:
+    """The kernel physics of a GPU by config name (`h100_sxm`) or a YAML path.
+
+    Raises ConfigError when there is no such file or a value is bad.
+    """
+    name = str(gpu_or_path)
+    if isinstance(gpu_or_path, Path) or name.endswith((".yaml", ".yml")) or "/" in name:
+        path = Path(gpu_or_path)
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such kernel-physics file")
+    else:
+        path = shipped_path(KIND, name)
+    return KernelPhysics(**fields(read_yaml(path), _TABLE, str(path)))

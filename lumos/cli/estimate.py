@@ -1,0 +1,130 @@
+"""`lumos estimate`: a training step's time, MFU and memory from a model and a plan, no trace."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from lumos.cli.main import echo_json, handle_errors
+
+if TYPE_CHECKING:
+    from lumos.simulator.workload.step import EstimateResult
+
+COUNT = click.IntRange(min=1)
+
+
+@click.command("estimate")
+@click.option("--model", required=True, help="Built-in model name or a model-spec YAML.")
+@click.option("--tp", type=COUNT, default=1, help="Tensor-parallel size.")
+@click.option("--pp", type=COUNT, default=1, help="Pipeline-parallel size.")
+@click.option("--dp", type=COUNT, default=1, help="Data-parallel size.")
+@click.option("--cp", type=COUNT, default=1, help="Context-parallel size.")
+@click.option("--vp", type=COUNT, default=1, help="Virtual stages per pipeline stage.")
+@click.option("--mbs", type=COUNT, default=1, help="Micro-batch size (sequences).")
+@click.option("--gbs", type=COUNT, default=None, help="Global batch in sequences [mbs x dp].")
+@click.option("--seq", type=COUNT, default=None, help="Sequence length [the model's].")
+@click.option(
+    "--zero",
+    type=click.Choice(["0", "1", "3"]),
+    default="1",
+    help="ZeRO stage: 0 all-reduce, 1 distributed optimizer, 3 FSDP.",
+)
+@click.option("--precision", type=click.Choice(["bf16", "fp8"]), default="bf16")
+@click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none")
+@click.option("--no-sp", is_flag=True, help="No sequence parallelism (TP all-reduces).")
+@click.option("--tp-overlap", is_flag=True, help="Overlap TP communication with the GEMMs.")
+@click.option("--no-grad-overlap", is_flag=True, help="Reduce gradients after the backward.")
+@click.option("--no-param-overlap", is_flag=True, help="Gather parameters after the optimizer.")
+@click.option("--no-flash", is_flag=True, help="Unfused attention (QK^T, softmax, AV).")
+@click.option("--hw", default="h100", help="System config: h100, a100, or a YAML path.")
+@click.option("--gpus", type=COUNT, default=None, help="Cluster size [the plan's].")
+@click.option(
+    "-o",
+    "--output",
+    "et_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Write the distinct ranks' Chakra ETs into this folder.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@handle_errors
+def estimate_command(
+    model: str,
+    tp: int,
+    pp: int,
+    dp: int,
+    cp: int,
+    vp: int,
+    mbs: int,
+    gbs: int | None,
+    seq: int | None,
+    zero: str,
+    precision: str,
+    recompute: str,
+    no_sp: bool,
+    tp_overlap: bool,
+    no_grad_overlap: bool,
+    no_param_overlap: bool,
+    no_flash: bool,
+    hw: str,
+    gpus: int | None,
+    et_dir: str | None,
+    as_json: bool,
+) -> None:
+    """Estimate a training step from a model config, a parallel plan and hardware."""
+    from lumos.simulator.workload.plan import ParallelPlan, Precision, Recompute
+    from lumos.simulator.workload.spec import load_model
+    from lumos.simulator.workload.step import estimate
+
+    spec = load_model(model)
+    plan = ParallelPlan(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        cp=cp,
+        vp=vp,
+        mbs=mbs,
+        gbs=gbs or mbs * dp,
+        seq=seq or spec.seq,
+        zero=int(zero),
+        precision=Precision(precision),
+        recompute=Recompute(recompute),
+        sequence_parallel=not no_sp,
+        tp_comm_overlap=tp_overlap,
+        overlap_grad_reduce=not no_grad_overlap,
+        overlap_param_gather=not no_param_overlap,
+        flash_attention=not no_flash,
+    )
+    result = estimate(spec, plan, hw, gpus=gpus, et_dir=et_dir)
+    if as_json:
+        echo_json(result.to_json())
+    else:
+        _print(result)
+
+
+def _print(result: EstimateResult) -> None:
+    p, b, m = result.plan, result.breakdown, result.memory
+    vp = f"(vp{p.vp})" if p.vp > 1 else ""
+    click.echo(
+        f"{result.model} on {result.gpus} x {result.hardware}: TP{p.tp} PP{p.pp}{vp} DP{p.dp} "
+        f"CP{p.cp}, mbs {p.mbs}, gbs {p.gbs}, seq {p.seq}, zero {p.zero}, "
+        f"{p.precision.value}, recompute {p.recompute.value}"
+    )
+    click.echo(f"  iteration time   {result.iteration_time_s:.3f} s")
+    click.echo(f"  tokens/s/GPU     {result.tokens_per_s_per_gpu:.1f}")
+    click.echo(
+        f"  MFU              {100 * result.mfu:.1f} % "
+        f"({result.model_tflops_per_gpu:.0f} model TFLOP/s per GPU)"
+    )
+    click.echo(
+        f"  breakdown (rank {b.rank}): compute {b.compute_s:.3f} s, exposed TP "
+        f"{b.exposed_tp_s:.3f}, CP {b.exposed_cp_s:.3f}, DP {b.exposed_dp_s:.3f}, "
+        f"PP {b.exposed_pp_s:.3f}, bubble {b.bubble_s:.3f}"
+    )
+    verdict = "fits" if m.fits else f"DOES NOT FIT in {m.capacity_gb:.0f} GB"
+    click.echo(
+        f"  memory/GPU       {m.total_gb:.1f} GB ({verdict}; stage {m.stage}: weights "
+        f"{m.weights_gb:.1f}, grads {m.gradients_gb:.1f}, optimizer {m.optimizer_gb:.1f}, "
+        f"activations {m.activations_gb:.1f}, workspace {m.workspace_gb:.1f})"
+    )

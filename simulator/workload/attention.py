@@ -1,0 +1,74 @@
+"""Core attention of one layer: flash (fused) or unfused, with ring context parallelism.
+
+Flash attention is one kernel forward and one backward (which recomputes the scores
+itself). Unfused attention (Megatron before flash attention) is a batched QKᵀ GEMM, a
+fused scale-mask-softmax(-dropout) over the [s, s] scores, and a batched score·V GEMM;
+selective recomputation re-runs those three before the backward.
+
+Context parallelism (ring attention): each CP rank holds s/cp query tokens and passes
+its K/V shard round the ring (send to the next CP rank, receive from the previous, on
+CP send/recv streams): cp attention steps, step i waiting for the i-th shard. With the
+causal load balancing of Megatron/TE each off-diagonal step covers half a shard.
+"""
+
+from __future__ import annotations
+
+from lumos.simulator.workload.block import CP_RECV, CP_SEND, Block
+from lumos.simulator.workload.dims import BF16, Ctx
+
+RING_TAG = 100
+#: peer placeholders resolved per rank by the generator (templates are shared by ranks)
+CP_NEXT, CP_PREV = -2, -3
+
+
+def _kv_bytes(ctx: Ctx) -> int:
+    return ctx.T * 2 * ctx.kv_heads * ctx.d * BF16
+
+
+def _ring_steps(blk: Block, ctx: Ctx, name: str, backward: bool) -> None:
+    """cp flash-attention steps, each after receiving the next K/V (and dK/dV) shard."""
+    cp = ctx.plan.cp
+    bh = ctx.b * ctx.heads
+    size = _kv_bytes(ctx) * (2 if backward else 1)
+    recv = -1
+    for i in range(cp):
+        if i:
+            after = recv if recv >= 0 else blk.last_compute
+            blk.p2p(f"{name}.kv_send", True, CP_SEND, size, CP_NEXT, RING_TAG, after)
+            recv = blk.p2p(f"{name}.kv_recv", False, CP_RECV, size, CP_PREV, RING_TAG, -1)
+        skv = ctx.s if i == 0 else ctx.s // 2
+        ns = ctx.km.attention_ns(bh, ctx.s, skv, ctx.d, causal=i == 0, backward=backward)
+        flops = ctx.km.attention_flops(bh, ctx.s, skv, ctx.d, i == 0, backward)
+        blk.compute(name, ns, flops, float(ctx.T * ctx.qkv_width * BF16), waits=(recv,))
+
+
+def _unfused(blk: Block, ctx: Ctx, name: str, backward: bool) -> None:
+    bh, s, d = ctx.b * ctx.heads, ctx.s, ctx.d
+    scores = bh * s * s * BF16
+    km = ctx.km
+    if not backward:
+        blk.compute(f"{name}.qk", km.gemm_ns(s, s, d, batch=bh), 2.0 * bh * s * s * d, scores)
+        blk.compute(f"{name}.softmax", *ctx.mem(scores * 2.5))
+        blk.compute(f"{name}.av", km.gemm_ns(s, d, s, batch=bh), 2.0 * bh * s * s * d, scores)
+        return
+    if ctx.plan.recompute.value == "selective":
+        _unfused(blk, ctx, f"{name}.recompute", False)
+    for part in ("av_dgrad", "av_wgrad", "qk_dgrad", "qk_wgrad"):
+        m, n, k = (s, s, d) if part in ("av_dgrad", "qk_wgrad") else (s, d, s)
+        blk.compute(f"{name}.{part}", km.gemm_ns(m, n, k, batch=bh), 2.0 * bh * s * s * d, scores)
+        if part == "av_wgrad":
+            blk.compute(f"{name}.softmax_bwd", *ctx.mem(scores * 3.5))
+
+
+def attention_fwd(blk: Block, ctx: Ctx, tag: str) -> None:
+    if not ctx.plan.flash_attention:
+        _unfused(blk, ctx, f"{tag}.attention", False)
+    else:
+        _ring_steps(blk, ctx, f"{tag}.attention", False)
+
+
+def attention_bwd(blk: Block, ctx: Ctx, tag: str) -> None:
+    if not ctx.plan.flash_attention:
+        _unfused(blk, ctx, f"{tag}.attention_bwd", True)
+    else:
+        _ring_steps(blk, ctx, f"{tag}.attention_bwd", True)

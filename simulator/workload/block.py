@@ -1,0 +1,121 @@
+"""Blocks of generated nodes: column lists while built, numpy arrays once frozen.
+
+A `Block` is a run of nodes with dependencies between its own nodes (local indices).
+Generators build a block once per distinct piece of work — one model chunk's forward or
+backward for one micro-batch, a pipeline transfer, a bucket's gradient reduce — and
+`Graph` stacks frozen blocks into a rank's node list, shifting local dependencies by the
+block's offset and adding the few dependencies between blocks. Stream order (the previous
+node on the same stream) is added once for the whole rank when it is finished.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from lumos.simulator.graph import COLL, COMP, RECV, SEND
+
+COMPUTE, TP_STREAM, DP_STREAM, PP_SEND, PP_RECV, CP_SEND, CP_RECV = 7, 21, 22, 23, 24, 25, 26
+STREAM_ROLES = {
+    COMPUTE: "compute",
+    TP_STREAM: "tp comm",
+    DP_STREAM: "dp comm",
+    PP_SEND: "pp send",
+    PP_RECV: "pp recv",
+    CP_SEND: "cp send",
+    CP_RECV: "cp recv",
+}
+#: group slots of a generated rank (`RankGraph.groups` order)
+TP, CP, DP, EMB = 0, 1, 2, 3
+COLUMNS = ("type", "stream", "dur", "flops", "nbytes", "ctype", "csize", "group", "peer", "tag")
+
+
+class Names:
+    """Interned node names shared by every block of one generation."""
+
+    def __init__(self) -> None:
+        self.table: dict[str, int] = {}
+
+    def __call__(self, name: str) -> int:
+        return self.table.setdefault(name, len(self.table))
+
+    def as_list(self) -> list[str]:
+        return list(self.table)
+
+
+@dataclass(frozen=True, slots=True)
+class Frozen:
+    """A finished block: one int64 array per column, `name` ids, local dependency pairs."""
+
+    cols: dict[str, np.ndarray]
+    name: np.ndarray
+    dep_dst: np.ndarray
+    dep_src: np.ndarray
+    marks: dict[str, int]
+
+    def __len__(self) -> int:
+        return len(self.name)
+
+
+class Block:
+    """Append-only builder of one block."""
+
+    def __init__(self, names: Names) -> None:
+        self.names = names
+        self.cols: dict[str, list[int]] = {c: [] for c in COLUMNS}
+        self.name: list[int] = []
+        self.deps: list[tuple[int, int]] = []
+        self.marks: dict[str, int] = {}
+        self.last_compute = -1
+
+    def _add(self, name: str, **values: float) -> int:
+        idx = len(self.name)
+        self.name.append(self.names(name))
+        defaults: dict[str, float] = {
+            "type": COMP,
+            "stream": COMPUTE,
+            "dur": 0,
+            "flops": 0,
+            "nbytes": 0,
+        }
+        defaults |= {"ctype": -1, "csize": 0, "group": -1, "peer": -1, "tag": -1}
+        defaults |= values
+        for c in COLUMNS:
+            self.cols[c].append(round(defaults[c]))
+        return idx
+
+    def compute(
+        self, name: str, dur: float, flops: float, nbytes: float, waits: tuple[int, ...] = ()
+    ) -> int:
+        """A kernel on the compute stream (after the previous one) waiting for `waits`."""
+        idx = self._add(name, dur=dur, flops=flops, nbytes=nbytes)
+        self.deps.extend((idx, w) for w in waits if w >= 0)
+        self.last_compute = idx
+        return idx
+
+    def coll(self, name: str, stream: int, ctype: int, size: int, group: int, after: int) -> int:
+        """A collective on `stream` issued after node `after` (-1: no producer here)."""
+        idx = self._add(name, type=COLL, stream=stream, ctype=ctype, csize=size, group=group)
+        if after >= 0:
+            self.deps.append((idx, after))
+        return idx
+
+    def p2p(
+        self, name: str, send: bool, stream: int, size: int, peer: int, tag: int, after: int
+    ) -> int:
+        """A send (or receive) of `size` bytes with `peer`, after node `after`."""
+        kind = SEND if send else RECV
+        idx = self._add(name, type=kind, stream=stream, csize=size, peer=peer, tag=tag)
+        if after >= 0:
+            self.deps.append((idx, after))
+        return idx
+
+    def mark(self, key: str, idx: int) -> None:
+        """Remember a node's local index under `key` (e.g. the end of a layer)."""
+        self.marks[key] = idx
+
+    def freeze(self) -> Frozen:
+        cols = {c: np.asarray(v, np.int64) for c, v in self.cols.items()}
+        pairs = np.asarray(self.deps, np.int64).reshape(-1, 2)
+        return Frozen(cols, np.asarray(self.name, np.int32), pairs[:, 0], pairs[:, 1], self.marks)

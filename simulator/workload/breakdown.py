@@ -1,0 +1,89 @@
+"""Where a generated step's time goes, on its slowest rank.
+
+Compute = time the compute stream is busy. Exposed communication is counted per class
+in a fixed order — TP, CP, DP, PP — as the time that class's transfers add to the union
+of everything counted before it (compute included): so overlapped communication costs
+nothing and no second is counted twice. A transfer is active from when its rendezvous
+completes (`start + wait`) to its end. The rest of the step is pipeline bubble (idle).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from lumos.simulator.graph import RankGraph
+from lumos.simulator.result import RankResult
+from lumos.simulator.workload.block import (
+    COMPUTE,
+    CP_RECV,
+    CP_SEND,
+    DP_STREAM,
+    PP_RECV,
+    PP_SEND,
+    TP_STREAM,
+)
+
+CLASSES: tuple[tuple[str, tuple[int, ...]], ...] = (
+    ("tp", (TP_STREAM,)),
+    ("cp", (CP_SEND, CP_RECV)),
+    ("dp", (DP_STREAM,)),
+    ("pp", (PP_SEND, PP_RECV)),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Breakdown:
+    """Seconds of one step on its slowest rank."""
+
+    rank: int
+    compute_s: float
+    exposed_tp_s: float
+    exposed_cp_s: float
+    exposed_dp_s: float
+    exposed_pp_s: float
+    bubble_s: float
+
+    def to_json(self) -> dict[str, float | int]:
+        return {k: round(v, 6) if isinstance(v, float) else v for k, v in asdict(self).items()}
+
+
+def _measure(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Length of the union of intervals [starts, ends)."""
+    keep = ends > starts
+    s, e = starts[keep], ends[keep]
+    if not s.size:
+        return 0
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], np.maximum.accumulate(e[order])
+    gaps = np.maximum(s[1:] - e[:-1], 0)
+    return int(e[-1] - s[0] - gaps.sum())
+
+
+def breakdown(g: RankGraph, r: RankResult) -> Breakdown:
+    """The breakdown of rank `r` (simulated from graph `g`)."""
+    t = r.tasks
+    active_start = t.start_ns + t.wait_ns
+    stream = g.stream
+    starts = [active_start[stream == COMPUTE]]
+    ends = [t.end_ns[stream == COMPUTE]]
+    base = _measure(starts[0], ends[0])
+    out = {"compute": base}
+    for name, streams in CLASSES:
+        mask = np.isin(stream, streams)
+        starts.append(active_start[mask])
+        ends.append(t.end_ns[mask])
+        now = _measure(np.concatenate(starts), np.concatenate(ends))
+        out[name] = now - base
+        base = now
+    total = r.iteration_time_ns
+    return Breakdown(
+        r.rank,
+        out["compute"] / 1e9,
+        out["tp"] / 1e9,
+        out["cp"] / 1e9,
+        out["dp"] / 1e9,
+        out["pp"] / 1e9,
+        max(total - base, 0) / 1e9,
+    )

@@ -1,0 +1,134 @@
+"""One model chunk's forward or backward for one micro-batch, as a reusable block.
+
+A chunk is the run of layers a (virtual) pipeline stage holds; the first chunk of the
+model starts with the embedding (vocab-parallel lookup, its TP reduction), the last ends
+with the final norm, the output GEMM (BF16) and the vocab-parallel cross-entropy (three
+small TP all-reduces). Under ZeRO-3 (FSDP) every layer's weights are all-gathered over
+the DP group before its forward and again before its backward, prefetched one layer
+ahead, and its gradients reduce-scattered after its backward, on the DP stream. Blocks
+are built once per distinct (layers, embedding, output, pass) and shared by every
+micro-batch and every rank that runs them; `marks` name the node that ends each layer's
+backward (`layer<i>`), so gradient buckets can wait for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lumos.simulator.network.api import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
+from lumos.simulator.workload.block import DP, DP_STREAM, TP, TP_STREAM, Block, Frozen, Names
+from lumos.simulator.workload.dims import BF16, Ctx
+from lumos.simulator.workload.layer import (
+    col_backward,
+    gathered_gemm,
+    layer_backward,
+    layer_forward,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkKey:
+    """What makes two chunk blocks identical."""
+
+    layers: int
+    embedding: bool
+    output: bool
+    forward: bool
+
+
+def _dp_size(ctx: Ctx) -> int:
+    return ctx.plan.dp * ctx.plan.cp
+
+
+def _fsdp_gather(blk: Block, ctx: Ctx, name: str, params: int, after: int) -> int:
+    """ZeRO-3: all-gather one layer's weights (per-rank shard size) on the DP stream."""
+    shard = params * BF16 // _dp_size(ctx)
+    return blk.coll(f"{name}.param_all_gather", DP_STREAM, ALL_GATHER, shard, DP, after)
+
+
+def _embedding_fwd(blk: Block, ctx: Ctx) -> tuple[int, ...]:
+    T, h = ctx.T, ctx.h
+    extra = 2 if ctx.model.position == "learned" else 1
+    look = blk.compute("embedding", *ctx.mem(T * h * BF16 * 2 * extra))
+    if ctx.plan.tp == 1:
+        return ()
+    kind = REDUCE_SCATTER if ctx.sp else ALL_REDUCE
+    return (blk.coll("embedding.reduce", TP_STREAM, kind, T * h * BF16, TP, look),)
+
+
+def _output_fwd(blk: Block, ctx: Ctx) -> int:
+    T, h, v = ctx.T, ctx.h, ctx.vocab
+    norm = blk.compute("final_norm", *ctx.mem(ctx.T_sp * h * BF16 * 2))
+    gathered_gemm(blk, ctx, "output", (T, v, h), norm, "bf16")
+    ce = blk.compute("cross_entropy", *ctx.mem(T * v * 14))
+    last = ce
+    if ctx.plan.tp > 1:
+        for part in ("max", "target", "sum_exp"):
+            last = blk.coll(
+                f"cross_entropy.{part}_all_reduce", TP_STREAM, ALL_REDUCE, T * 4, TP, ce
+            )
+    return blk.compute("loss", *ctx.mem(T * 8), waits=(last,))
+
+
+def _output_bwd(blk: Block, ctx: Ctx, waits: tuple[int, ...]) -> tuple[int, ...]:
+    T, v = ctx.T, ctx.vocab
+    blk.compute("cross_entropy_bwd", *ctx.mem(T * v * 6), waits=waits)
+    red = col_backward(blk, ctx, "output", v, ctx.h, "bf16")
+    blk.compute("final_norm_bwd", *ctx.mem(ctx.T_sp * ctx.h * BF16 * 3), waits=red)
+    return ()
+
+
+def _embedding_bwd(blk: Block, ctx: Ctx) -> None:
+    T, h = ctx.T, ctx.h
+    wait = -1
+    if ctx.sp:
+        src = blk.last_compute
+        wait = blk.coll("embedding.grad_all_gather", TP_STREAM, ALL_GATHER, ctx.act_bytes, TP, src)
+    blk.compute("embedding_bwd", *ctx.mem(T * h * (BF16 + 8)), waits=(wait,))
+
+
+def build_chunk(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Frozen:
+    """The block of one chunk pass (see module doc)."""
+    blk = Block(names)
+    fsdp = ctx.plan.zero == 3 and _dp_size(ctx) > 1
+    lp = ctx.layer_params_local()
+    emb_params = ctx.vocab * ctx.h
+    waits: tuple[int, ...] = ()
+    if key.forward:
+        if key.embedding:
+            if fsdp:
+                waits = (_fsdp_gather(blk, ctx, "embedding", emb_params, -1),)
+            waits = _embedding_fwd(blk, ctx) if not waits else (*waits, *_embedding_fwd(blk, ctx))
+        gather = _fsdp_gather(blk, ctx, f"layer{first_layer}", lp, -1) if fsdp else -1
+        for i in range(key.layers):
+            tag = f"layer{first_layer + i}"
+            start = len(blk.name)
+            if fsdp and i + 1 < key.layers:
+                nxt = _fsdp_gather(blk, ctx, f"layer{first_layer + i + 1}", lp, start - 1)
+            else:
+                nxt = -1
+            layer_forward(blk, ctx, tag, (*waits, gather))
+            waits, gather = (), nxt
+        if key.output:
+            if fsdp:
+                waits = (_fsdp_gather(blk, ctx, "output", emb_params, -1),)
+            _output_fwd(blk, ctx)
+        blk.mark("out", blk.last_compute)
+        return blk.freeze()
+    if key.output:
+        if fsdp:
+            waits = (_fsdp_gather(blk, ctx, "output", emb_params, -1),)
+        waits = _output_bwd(blk, ctx, waits)
+    for i in reversed(range(key.layers)):
+        tag = f"layer{first_layer + i}"
+        gather = _fsdp_gather(blk, ctx, tag, lp, blk.last_compute) if fsdp else -1
+        end = layer_backward(blk, ctx, tag, (*waits, gather))
+        waits = ()
+        blk.mark(f"layer{i}", end)
+        if fsdp:
+            blk.coll(f"{tag}.grad_reduce_scatter", DP_STREAM, REDUCE_SCATTER, lp * BF16, DP, end)
+    if key.embedding:
+        _embedding_bwd(blk, ctx)
+        blk.mark("embedding", blk.last_compute)
+    blk.mark("out", blk.last_compute)
+    return blk.freeze()

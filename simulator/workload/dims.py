@@ -1,0 +1,103 @@
+"""Per-rank tensor sizes of a model under a plan, and the kernel model that prices them.
+
+`Ctx` is what every op builder needs: the model, the plan, local sizes on one TP/CP rank
+(tokens per micro-batch `T`, sequence-parallel shard `T_sp`, local heads, KV heads, FFN
+width, vocabulary shard) and the `KernelModel`. Linear layers of the transformer run in
+FP8 under `precision fp8`; embedding, output layer, attention, norms and element-wise
+ops stay BF16 (Transformer Engine's recipe).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from lumos.simulator.costmodel.kernels import KernelModel
+from lumos.simulator.workload.plan import ParallelPlan, Precision
+from lumos.simulator.workload.spec import ModelSpec
+
+BF16 = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Ctx:
+    """Local sizes of one rank and the kernel model (see module doc)."""
+
+    model: ModelSpec
+    plan: ParallelPlan
+    km: KernelModel
+    b: int
+    s: int
+    T: int
+    T_sp: int
+    h: int
+    d: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    vocab: int
+
+    @classmethod
+    def make(cls, model: ModelSpec, plan: ParallelPlan, km: KernelModel) -> Ctx:
+        t = plan.tp
+        s = plan.seq // plan.cp
+        T = plan.mbs * s
+        return cls(
+            model,
+            plan,
+            km,
+            plan.mbs,
+            s,
+            T,
+            T // t if plan.sequence_parallel and t > 1 else T,
+            model.hidden,
+            model.head_dim,
+            model.heads // t,
+            max(1, math.ceil(model.kv_heads / t)),
+            model.ffn // t,
+            math.ceil(model.vocab / t),
+        )
+
+    @property
+    def linear_dtype(self) -> str:
+        return "fp8" if self.plan.precision is Precision.FP8 else "bf16"
+
+    @property
+    def sp(self) -> bool:
+        return self.plan.sequence_parallel and self.plan.tp > 1
+
+    @property
+    def act_bytes(self) -> int:
+        """Bytes of one [T_sp, h] BF16 activation (what SP collectives and PP move)."""
+        return self.T_sp * self.h * BF16
+
+    @property
+    def pp_bytes(self) -> int:
+        """Bytes of one pipeline transfer: the activation, scattered over TP."""
+        return self.T * self.h * BF16 // self.plan.tp
+
+    @property
+    def qkv_width(self) -> int:
+        return (self.heads + 2 * self.kv_heads) * self.d
+
+    @property
+    def up_width(self) -> int:
+        return self.ffn * (2 if self.model.gated else 1)
+
+    def gemm(self, m: int, n: int, k: int, dtype: str | None = None) -> tuple[float, float, float]:
+        """(ns, FLOPs, bytes) of one GEMM; `dtype` defaults to the linear-layer dtype."""
+        dt = dtype or self.linear_dtype
+        size = 1 if dt == "fp8" else 2
+        return (
+            self.km.gemm_ns(m, n, k, dt),
+            2.0 * m * n * k,
+            float((m * k + k * n) * size + m * n * BF16),
+        )
+
+    def mem(self, nbytes: float) -> tuple[float, float, float]:
+        """(ns, 0, bytes) of a memory-bound kernel."""
+        return (self.km.memory_ns(nbytes), 0.0, float(nbytes))
+
+    def layer_params_local(self) -> int:
+        """Weights of one layer held by one TP rank."""
+        return self.model.layer_params() // self.plan.tp

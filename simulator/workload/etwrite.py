@@ -1,0 +1,105 @@
+"""Generated graphs → Chakra ET files (`<prefix>.<rank>.et`), one per written rank.
+
+Each node keeps its generated name, type, stream, duration (`duration_micros` and
+`dur_ns`), `num_ops` / `tensor_size` (so ASTRA-sim's roofline mode can price compute),
+and for communication `comm_type` / `comm_size` / `comm_src` / `comm_dst` / `comm_tag`
+and its process group as `pg_name` (an integer id, as ASTRA-sim wants) plus `pg_ranks`;
+the metadata lists every group (`process_groups`) and the world size. By default only
+the distinct ranks are written; `all_ranks` writes every rank (relabelled copies, see
+`ranks.expand`). Files are written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from lumos.converters.chakra import conventions as cv
+from lumos.converters.chakra.attrs import make_attr
+from lumos.converters.chakra.stream import ET_SCHEMA_VERSION, write_et
+from lumos.proto import pb
+from lumos.simulator.graph import COLL, COMP, RECV, SEND, RankGraph
+from lumos.simulator.workload.generate import GeneratedStep
+from lumos.simulator.workload.plan import ParallelPlan
+from lumos.simulator.workload.spec import ModelSpec
+
+PREFIX = "estimate"
+
+
+def _group_ids(graphs: list[RankGraph]) -> dict[tuple[int, ...], int]:
+    ids: dict[tuple[int, ...], int] = {}
+    for g in graphs:
+        for grp in g.groups:
+            if len(grp) > 1:
+                ids.setdefault(tuple(grp), len(ids) + 1)
+    return ids
+
+
+def _nodes(
+    g: RankGraph, flops: np.ndarray, nbytes: np.ndarray, gid: dict[tuple[int, ...], int]
+) -> Iterator[pb.Node]:
+    ptr, idx = g.dep_ptr.tolist(), g.dep_idx.tolist()
+    types, streams, durs = g.type.tolist(), g.stream.tolist(), g.dur_ns.tolist()
+    for i in range(len(g)):
+        node = pb.Node(id=i, name=g.name(i), type=types[i])
+        node.data_deps.extend(idx[ptr[i] : ptr[i + 1]])
+        node.duration_micros = durs[i] // 1000
+        attrs = [
+            make_attr(cv.DUR_NS, durs[i], "int64_val"),
+            make_attr(cv.STREAM, streams[i], "int64_val"),
+            make_attr("is_cpu_op", False, "bool_val"),
+        ]
+        if types[i] == COMP:
+            attrs.append(make_attr(cv.FLOPS, int(flops[i]), "int64_val"))
+            attrs.append(make_attr(cv.BYTES, int(nbytes[i]), "uint64_val"))
+        elif types[i] == COLL:
+            grp = g.groups[int(g.group[i])]
+            attrs.append(make_attr("comm_type", int(g.comm_type[i]), "int64_val"))
+            attrs.append(make_attr("comm_size", int(g.comm_size[i]), "int64_val"))
+            if len(grp) > 1:
+                attrs.append(make_attr("pg_name", str(gid[tuple(grp)]), "string_val"))
+            attrs.append(make_attr(cv.PG_RANKS, list(grp), "int64_list"))
+        elif types[i] in (SEND, RECV):
+            peer = int(g.comm_peer[i])
+            src, dst = (g.rank, peer) if types[i] == SEND else (peer, g.rank)
+            attrs.append(make_attr("comm_size", int(g.comm_size[i]), "int64_val"))
+            attrs.append(make_attr("comm_src", src, "int32_val"))
+            attrs.append(make_attr("comm_dst", dst, "int32_val"))
+            attrs.append(make_attr("comm_tag", int(g.comm_tag[i]), "int32_val"))
+        node.attr.extend(attrs)
+        yield node
+
+
+def write_ets(
+    step: GeneratedStep,
+    model: ModelSpec,
+    plan: ParallelPlan,
+    out_dir: str | Path,
+    all_ranks: bool = False,
+) -> list[Path]:
+    """Write the step's ETs into `out_dir`; return the paths written."""
+    from lumos.simulator.workload.ranks import expand
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    graphs = expand(step, plan) if all_ranks else step.graphs
+    gid = _group_ids(graphs)
+    groups_json = json.dumps({str(v): list(k) for k, v in gid.items()})
+    paths = []
+    for g in graphs:
+        rep = step.rep[g.rank]
+        meta = pb.GlobalMetadata(version=ET_SCHEMA_VERSION)
+        meta.attr.extend(
+            [
+                make_attr(cv.META_WORLD_SIZE, plan.world, "int64_val"),
+                make_attr(cv.META_PROCESS_GROUPS, groups_json, "string_val"),
+                make_attr("model", model.name, "string_val"),
+            ]
+        )
+        path = out / f"{PREFIX}.{g.rank}.et"
+        write_et(path, meta, _nodes(g, step.flops[rep], step.nbytes[rep], gid))
+        paths.append(path)
+    return paths

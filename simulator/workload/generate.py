@@ -1,0 +1,224 @@
+"""Per-rank graphs of one training step from a model spec, a plan and the kernel model.
+
+Only distinct ranks are generated: tensor-parallel peers and data-parallel replicas run
+the same graph (Megatron's ranks are symmetric), so one rank per (pipeline stage, CP
+rank) stands for all — `rep[rank]` names it. Each carries the full process groups, so
+the network model prices every collective over its real members and placement.
+
+A stage's graph: [ZeRO-1 parameter all-gathers, overlapped with the first forwards] →
+the pipeline order (`schedule.stage_order`), each pass preceded by its receive and
+followed by its send on the PP streams → gradient buckets reduce-scattered (ZeRO-1) or
+all-reduced (ZeRO-0) on the DP stream once their layers' last backward is done (at the
+end without `overlap_grad_reduce`) → tied-embedding gradient all-reduce between the
+first and last stage → optimizer step on this rank's shard → [parameter all-gather
+without `overlap_param_gather`].
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lumos.simulator.costmodel.kernels import KernelModel
+from lumos.simulator.graph import RankGraph
+from lumos.simulator.network.api import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
+from lumos.simulator.workload.assemble import Pieces
+from lumos.simulator.workload.attention import CP_NEXT, CP_PREV
+from lumos.simulator.workload.block import (
+    DP,
+    DP_STREAM,
+    EMB,
+    PP_RECV,
+    PP_SEND,
+    Block,
+    Frozen,
+    Names,
+)
+from lumos.simulator.workload.chunk import ChunkKey, build_chunk
+from lumos.simulator.workload.dims import BF16, Ctx
+from lumos.simulator.workload.plan import Coords, Layout, ParallelPlan
+from lumos.simulator.workload.schedule import Step, stage_order
+from lumos.simulator.workload.spec import ModelSpec
+
+OPTIMIZER_BYTES_PER_PARAM = (
+    32  # Adam: fp32 master, m, v, grad read + master, m, v, bf16 param written
+)
+
+
+@dataclass(slots=True)
+class GeneratedStep:
+    """The distinct ranks' graphs, who stands for whom, and per-node work for ETs."""
+
+    graphs: list[RankGraph]
+    rep: dict[int, int]
+    flops: dict[int, np.ndarray] = field(default_factory=dict)
+    nbytes: dict[int, np.ndarray] = field(default_factory=dict)
+    orders: dict[int, list[Step]] = field(default_factory=dict)
+
+
+class Generator:
+    """Builds the distinct ranks of one step (see module doc)."""
+
+    def __init__(self, model: ModelSpec, plan: ParallelPlan, km: KernelModel) -> None:
+        plan.check(model)
+        self.model, self.plan = model, plan
+        self.ctx = Ctx.make(model, plan, km)
+        self.layout = Layout(plan)
+        self.names = Names()
+        chunks = plan.pp * plan.vp
+        base, extra = divmod(model.layers, chunks)
+        self.chunk_layers = [base + (1 if v < extra else 0) for v in range(chunks)]
+        self.first_layer = [sum(self.chunk_layers[:v]) for v in range(chunks)]
+        self._blocks: dict[tuple[int, bool], Frozen] = {}
+
+    def vstage(self, stage: int, chunk: int) -> int:
+        return chunk * self.plan.pp + stage
+
+    def block(self, stage: int, chunk: int, forward: bool) -> Frozen:
+        """The (shared) block of one pass of chunk `chunk` on `stage`."""
+        v = self.vstage(stage, chunk)
+        key = (v, forward)
+        if key not in self._blocks:
+            last = self.plan.pp * self.plan.vp - 1
+            ck = ChunkKey(self.chunk_layers[v], v == 0, v == last, forward)
+            self._blocks[key] = build_chunk(self.ctx, self.names, ck, self.first_layer[v])
+        return self._blocks[key]
+
+    def chunk_params(self, v: int) -> list[int]:
+        """Local weights per layer of virtual stage `v` (embedding/output added at the ends)."""
+        lp = self.ctx.layer_params_local()
+        out = [lp] * self.chunk_layers[v]
+        emb = self.ctx.vocab * self.ctx.h
+        if v == 0:
+            out[0] += emb
+        if v == len(self.chunk_layers) - 1 and not (self.model.tied_embeddings and v == 0):
+            out[-1] += 0 if self.model.tied_embeddings and self.plan.pp == 1 else emb
+        return out
+
+    def buckets(self, v: int) -> list[tuple[int, int]]:
+        """(last layer index in the chunk, params) per gradient bucket, backward order."""
+        size = max(40_000_000, 1_000_000 * self.plan.dp * self.plan.cp)
+        out, acc = [], 0
+        params = self.chunk_params(v)
+        for i in reversed(range(len(params))):
+            acc += params[i]
+            if acc >= size or i == 0:
+                out.append((i, acc))
+                acc = 0
+        return out
+
+    def _pp_peer(self, c: Coords, delta: int) -> int:
+        return self.layout.rank(c.tp, c.cp, (c.stage + delta) % self.plan.pp, c.dp)
+
+    def rank_graph(
+        self, stage: int, cp: int
+    ) -> tuple[RankGraph, np.ndarray, np.ndarray, list[Step]]:
+        """The graph of rank (tp 0, `cp`, `stage`, dp 0) and its per-node FLOPs and bytes."""
+        plan, ctx = self.plan, self.ctx
+        c = Coords(0, cp, stage, 0)
+        rank = self.layout.rank(0, cp, stage, 0)
+        order = stage_order(plan.pp, plan.vp, plan.microbatches, stage)
+        pieces = Pieces()
+        dp_size = plan.dp * plan.cp
+        zero1 = plan.zero == 1 and dp_size > 1
+        gathers: dict[int, list[int]] = {}
+        if zero1 and plan.overlap_param_gather:
+            for chunk in range(plan.vp):
+                gathers[chunk] = self._param_gathers(pieces, self.vstage(stage, chunk))
+        last_bwd = {st.chunk: pos for pos, st in enumerate(order) if not st.forward}
+        first_fwd = {}
+        for pos, st in enumerate(order):
+            if st.forward and st.chunk not in first_fwd:
+                first_fwd[st.chunk] = pos
+        reduces: list[int] = []
+        grads: list[tuple[int, int, int]] = []  # (block start, mark, params)
+        lv = plan.pp * plan.vp - 1
+        for pos, st in enumerate(order):
+            v = self.vstage(stage, st.chunk)
+            waits = list(gathers.get(st.chunk, [])) if pos == first_fwd.get(st.chunk) else []
+            recv_from = (v > 0) if st.forward else (v < lv)
+            if recv_from:
+                waits.append(self._p2p(pieces, c, st, v, send=False))
+            blk = self.block(stage, st.chunk, st.forward)
+            start = pieces.add(blk, first_waits=waits)
+            out = start + blk.marks["out"]
+            if (v < lv) if st.forward else (v > 0):
+                self._p2p(pieces, c, st, v, send=True, after=out)
+            if not st.forward and pos == last_bwd[st.chunk] and plan.zero in (0, 1):
+                for layer, params in self.buckets(v):
+                    grads.append((start, blk.marks[f"layer{layer}"], params))
+                if plan.overlap_grad_reduce:
+                    reduces += [self._grad_reduce(pieces, s + m, p) for s, m, p in grads]
+                    grads = []
+        end = pieces.last_compute()
+        reduces += [self._grad_reduce(pieces, end, p) for _, _, p in grads]
+        if self.model.tied_embeddings and plan.pp > 1 and stage in (0, plan.pp - 1):
+            emb = Block(self.names)
+            size = ctx.vocab * ctx.h * BF16
+            emb.coll("embedding.grad_all_reduce", DP_STREAM, ALL_REDUCE, size, EMB, -1)
+            reduces.append(pieces.add(emb.freeze(), first_waits=[end]))
+        self._optimizer(pieces, stage, reduces)
+        if zero1 and not plan.overlap_param_gather:
+            for chunk in range(plan.vp):
+                self._param_gathers(pieces, self.vstage(stage, chunk), pieces.last_compute())
+        groups = [
+            self.layout.tp_group(c),
+            self.layout.cp_group(c),
+            self.layout.dp_group(c),
+            self.layout.embedding_group(c),
+        ]
+        peers = {CP_NEXT: self.layout.rank(0, (cp + 1) % plan.cp, stage, 0)}
+        peers[CP_PREV] = self.layout.rank(0, (cp - 1) % plan.cp, stage, 0)
+        g, flops, nbytes = pieces.finish(rank, self.names.as_list(), groups, peers)
+        g.world_size = plan.world
+        return g, flops, nbytes, order
+
+    def _p2p(self, pieces: Pieces, c: Coords, st: Step, v: int, send: bool, after: int = -1) -> int:
+        toward_next = st.forward == send
+        peer = self._pp_peer(c, 1 if toward_next else -1)
+        recv_v = v + (1 if st.forward else -1) if send else v
+        tag = 2 * recv_v + (0 if st.forward else 1)
+        blk = Block(self.names)
+        name = ("send_" if send else "recv_") + ("activation" if st.forward else "gradient")
+        stream = PP_SEND if send else PP_RECV
+        blk.p2p(name, send, stream, self.ctx.pp_bytes, peer, tag, -1)
+        return pieces.add(blk.freeze(), first_waits=[after] if after >= 0 else [])
+
+    def _grad_reduce(self, pieces: Pieces, after: int, params: int) -> int:
+        blk = Block(self.names)
+        if self.plan.zero == 1:
+            blk.coll("grad_reduce_scatter", DP_STREAM, REDUCE_SCATTER, params * BF16, DP, -1)
+        else:
+            blk.coll("grad_all_reduce", DP_STREAM, ALL_REDUCE, params * BF16, DP, -1)
+        return pieces.add(blk.freeze(), first_waits=[after])
+
+    def _param_gathers(self, pieces: Pieces, v: int, after: int = -1) -> list[int]:
+        dp_size = self.plan.dp * self.plan.cp
+        out = []
+        for _, params in reversed(self.buckets(v)):
+            blk = Block(self.names)
+            blk.coll("param_all_gather", DP_STREAM, ALL_GATHER, params * BF16 // dp_size, DP, -1)
+            out.append(pieces.add(blk.freeze(), first_waits=[after] if after >= 0 else []))
+        return out
+
+    def _optimizer(self, pieces: Pieces, stage: int, waits: list[int]) -> None:
+        total = sum(sum(self.chunk_params(self.vstage(stage, ch))) for ch in range(self.plan.vp))
+        shard = total // (self.plan.dp * self.plan.cp) if self.plan.zero >= 1 else total
+        blk = Block(self.names)
+        blk.compute("optimizer_step", *self.ctx.mem(shard * OPTIMIZER_BYTES_PER_PARAM))
+        pieces.add(blk.freeze(), first_waits=waits)
+
+    def step(self) -> GeneratedStep:
+        """Graphs of every distinct rank and the representative of every rank."""
+        out = GeneratedStep([], {})
+        for stage in range(self.plan.pp):
+            for cp in range(self.plan.cp):
+                g, flops, nbytes, order = self.rank_graph(stage, cp)
+                out.graphs.append(g)
+                out.flops[g.rank], out.nbytes[g.rank], out.orders[g.rank] = flops, nbytes, order
+        lay = self.layout
+        for r in range(self.plan.world):
+            c = lay.coords(r)
+            out.rep[r] = lay.rank(0, c.cp, c.stage, 0)
+        return out

@@ -1,0 +1,141 @@
+"""One transformer layer's kernels and tensor-parallel collectives, forward and backward.
+
+Megatron-LM's layer on one TP rank (T tokens of a micro-batch, sequence-parallel shard
+T_sp): norm → [all-gather] → QKV GEMM → RoPE → attention → output projection →
+[reduce-scatter] → residual add → norm → [all-gather] → FC1 → activation → FC2 →
+[reduce-scatter] → residual add. Without sequence parallelism the all-gathers vanish and
+the reduce-scatters become all-reduces. With TP-comm overlap the GEMM next to each
+collective is split into TP chunks, chunk j waiting only for its share (the ring-exchange
+pipelining of userbuffers). Backward mirrors it: data-gradient and weight-gradient GEMMs,
+the input re-gathered for the weight gradient while the data gradient runs, and the data
+gradient's reduce-scatter overlapped with the weight-gradient GEMM (Megatron does both
+without any flag). Collectives run on the TP stream; `waits` make the consumer wait.
+"""
+
+from __future__ import annotations
+
+from lumos.simulator.network.api import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
+from lumos.simulator.workload.attention import attention_bwd, attention_fwd
+from lumos.simulator.workload.block import TP, TP_STREAM, Block
+from lumos.simulator.workload.dims import BF16, Ctx
+from lumos.simulator.workload.spec import Norm
+
+
+def _chunks(ctx: Ctx) -> int:
+    return ctx.plan.tp if ctx.plan.tp_comm_overlap and ctx.sp else 1
+
+
+def _norm(blk: Block, ctx: Ctx, name: str, backward: bool) -> int:
+    passes = 3 if backward else 2
+    extra = 1 if ctx.model.norm is Norm.LAYERNORM else 0
+    nbytes = ctx.T_sp * ctx.h * BF16 * (passes + extra * 0.25)
+    return blk.compute(name, *ctx.mem(nbytes))
+
+
+def gathered_gemm(
+    blk: Block, ctx: Ctx, name: str, m_n_k: tuple[int, int, int], src: int, dtype: str | None
+) -> int:
+    """GEMM whose M (token) side is all-gathered from the SP shards first."""
+    m, n, k = m_n_k
+    if not ctx.sp:
+        return blk.compute(name, *ctx.gemm(m, n, k, dtype))
+    c = _chunks(ctx)
+    last = -1
+    for _ in range(c):
+        ag = blk.coll(f"{name}.all_gather", TP_STREAM, ALL_GATHER, ctx.act_bytes // c, TP, src)
+        last = blk.compute(name, *ctx.gemm(m // c, n, k, dtype), waits=(ag,))
+    return last
+
+
+def _reduced_gemm(
+    blk: Block, ctx: Ctx, name: str, m_n_k: tuple[int, int, int], dtype: str | None = None
+) -> tuple[int, ...]:
+    """Row-parallel GEMM whose output is reduce-scattered (SP) or all-reduced over TP;
+    returns what the consumer waits for."""
+    m, n, k = m_n_k
+    if ctx.plan.tp == 1:
+        return (blk.compute(name, *ctx.gemm(m, n, k, dtype)),)
+    full = ctx.T * ctx.h * BF16
+    if not ctx.sp:
+        g = blk.compute(name, *ctx.gemm(m, n, k, dtype))
+        return (blk.coll(f"{name}.all_reduce", TP_STREAM, ALL_REDUCE, full, TP, g),)
+    c = _chunks(ctx)
+    out = []
+    for _ in range(c):
+        g = blk.compute(name, *ctx.gemm(m // c, n, k, dtype))
+        out.append(blk.coll(f"{name}.reduce_scatter", TP_STREAM, REDUCE_SCATTER, full // c, TP, g))
+    return tuple(out)
+
+
+def _cast(blk: Block, ctx: Ctx, name: str, elems: int) -> None:
+    """FP8 quantisation of a GEMM input not produced by a fused kernel (read BF16, write FP8)."""
+    if ctx.linear_dtype == "fp8":
+        blk.compute(f"{name}.cast_fp8", *ctx.mem(elems * 3))
+
+
+def layer_forward(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...] = ()) -> int:
+    """Append one layer's forward; its first kernel waits for `waits`. Returns the last node."""
+    T, h = ctx.T, ctx.h
+    ln = blk.compute(f"{tag}.norm1", *ctx.mem(ctx.T_sp * h * BF16 * 2), waits=waits)
+    gathered_gemm(blk, ctx, f"{tag}.qkv", (T, ctx.qkv_width, h), ln, None)
+    if ctx.model.position == "rope":
+        blk.compute(f"{tag}.rope", *ctx.mem(T * (ctx.heads + ctx.kv_heads) * ctx.d * BF16 * 2))
+    attention_fwd(blk, ctx, tag)
+    _cast(blk, ctx, f"{tag}.proj", T * ctx.heads * ctx.d)
+    rs = _reduced_gemm(blk, ctx, f"{tag}.proj", (T, h, ctx.heads * ctx.d))
+    blk.compute(f"{tag}.residual1", *ctx.mem(ctx.T_sp * h * BF16 * 3), waits=rs)
+    ln2 = blk.compute(f"{tag}.norm2", *ctx.mem(ctx.T_sp * h * BF16 * 2))
+    gathered_gemm(blk, ctx, f"{tag}.fc1", (T, ctx.up_width, h), ln2, None)
+    act_bytes = T * (ctx.up_width + ctx.ffn) * BF16
+    blk.compute(f"{tag}.activation", *ctx.mem(act_bytes))
+    rs = _reduced_gemm(blk, ctx, f"{tag}.fc2", (T, h, ctx.ffn))
+    return blk.compute(f"{tag}.residual2", *ctx.mem(ctx.T_sp * h * BF16 * 3), waits=rs)
+
+
+def _row_backward(blk: Block, ctx: Ctx, name: str, n: int, k: int) -> None:
+    """Backward of a row-parallel linear (fwd M=T, N=n, K=k): gather dY, dgrad, wgrad."""
+    T = ctx.T
+    _cast(blk, ctx, f"{name}.grad", T * n)
+    src = blk.last_compute
+    gathered_gemm(blk, ctx, f"{name}.dgrad", (T, k, n), src, None)
+    blk.compute(f"{name}.wgrad", *ctx.gemm(k, n, T))
+
+
+def col_backward(
+    blk: Block, ctx: Ctx, name: str, n: int, k: int, dtype: str | None = None
+) -> tuple[int, ...]:
+    """Backward of a column-parallel linear (fwd M=T, N=n, K=k): the saved input is
+    re-gathered while dgrad runs, dgrad's output reduced while wgrad runs."""
+    T, t = ctx.T, ctx.plan.tp
+    if dtype is None:
+        _cast(blk, ctx, f"{name}.grad", T * n)
+    start = blk.last_compute
+    ag = -1
+    if ctx.sp:
+        ag = blk.coll(f"{name}.input_all_gather", TP_STREAM, ALL_GATHER, ctx.act_bytes, TP, start)
+    dgrad = blk.compute(f"{name}.dgrad", *ctx.gemm(T, k, n, dtype))
+    red: tuple[int, ...] = ()
+    if t > 1:
+        kind = REDUCE_SCATTER if ctx.sp else ALL_REDUCE
+        red = (blk.coll(f"{name}.dgrad_reduce", TP_STREAM, kind, T * k * BF16, TP, dgrad),)
+    blk.compute(f"{name}.wgrad", *ctx.gemm(n, k, T, dtype), waits=(ag,))
+    return red
+
+
+def layer_backward(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...] = ()) -> int:
+    """Append one layer's backward (recomputed forward first under full recompute)."""
+    T, h = ctx.T, ctx.h
+    if ctx.plan.recompute.value == "full":
+        layer_forward(blk, ctx, f"{tag}.recompute", waits)
+        waits = ()
+    blk.compute(f"{tag}.residual2_bwd", *ctx.mem(ctx.T_sp * h * BF16 * 2), waits=waits)
+    _row_backward(blk, ctx, f"{tag}.fc2", h, ctx.ffn)
+    blk.compute(f"{tag}.activation_bwd", *ctx.mem(T * (2 * ctx.up_width + ctx.ffn) * BF16))
+    red = col_backward(blk, ctx, f"{tag}.fc1", ctx.up_width, h)
+    blk.compute(f"{tag}.norm2_bwd", *ctx.mem(ctx.T_sp * h * BF16 * 3), waits=red)
+    _row_backward(blk, ctx, f"{tag}.proj", h, ctx.heads * ctx.d)
+    attention_bwd(blk, ctx, tag)
+    if ctx.model.position == "rope":
+        blk.compute(f"{tag}.rope_bwd", *ctx.mem(T * (ctx.heads + ctx.kv_heads) * ctx.d * BF16 * 2))
+    red = col_backward(blk, ctx, f"{tag}.qkv", ctx.qkv_width, h)
+    return blk.compute(f"{tag}.norm1_bwd", *ctx.mem(ctx.T_sp * h * BF16 * 3), waits=red)

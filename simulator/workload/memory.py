@@ -1,0 +1,104 @@
+"""Memory per GPU of a generated step: weights, gradients, optimizer states, activations.
+
+Per pipeline stage (the busiest is reported): BF16 weights (+ FP8 copies under FP8),
+BF16 gradient buffers, Adam's FP32 master weights and two moments (12 bytes a parameter)
+— divided over the data-parallel group for the optimizer states from ZeRO-1 and for
+everything from ZeRO-3 (plus two gathered layers) —, activations of every micro-batch
+in flight (the most the pipeline order holds at once, `schedule.in_flight`), the logits
+of the last stage, and a fixed workspace (CUDA context, library workspaces, NCCL
+buffers; `hwconfigs/kernels`). Activations per layer follow Korthikanti et al. 2022,
+taken from the tensors this generator's layer actually saves: sequence-parallel tensors
+are split over TP, flash attention keeps no score matrix, selective recomputation drops
+unfused attention's scores, full recomputation keeps only each layer's input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from lumos.simulator.workload.dims import BF16, Ctx
+from lumos.simulator.workload.plan import Precision, Recompute
+
+GB = 1e9
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryEstimate:
+    """Bytes per GPU on the busiest stage, by kind, in GB (1e9)."""
+
+    weights_gb: float
+    gradients_gb: float
+    optimizer_gb: float
+    activations_gb: float
+    workspace_gb: float
+    capacity_gb: float
+    stage: int
+
+    @property
+    def total_gb(self) -> float:
+        return (
+            self.weights_gb
+            + self.gradients_gb
+            + self.optimizer_gb
+            + self.activations_gb
+            + self.workspace_gb
+        )
+
+    @property
+    def fits(self) -> bool:
+        return self.total_gb <= self.capacity_gb
+
+    def to_json(self) -> dict[str, float | int | bool]:
+        out: dict[str, float | int | bool] = {
+            k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(self).items()
+        }
+        out["total_gb"] = round(self.total_gb, 3)
+        out["fits"] = self.fits
+        return out
+
+
+def layer_activation_bytes(ctx: Ctx) -> float:
+    """Bytes one layer keeps for its backward, per micro-batch, on one rank."""
+    if ctx.plan.recompute is Recompute.FULL:
+        return ctx.T_sp * ctx.h * BF16
+    x = ctx.T_sp * ctx.h * BF16
+    dropout = ctx.T_sp * ctx.h if ctx.model.bias else 0  # GPT-style dropout masks
+    attn = 2 * x + ctx.T * ctx.qkv_width * BF16 + ctx.T * ctx.heads * ctx.d * BF16 + dropout
+    if not ctx.plan.flash_attention and ctx.plan.recompute is Recompute.NONE:
+        attn += ctx.b * ctx.heads * ctx.s * ctx.s * (2 * BF16 + 1)
+    mlp = 2 * x + ctx.T * (ctx.up_width + ctx.ffn) * BF16 + dropout
+    return float(attn + mlp)
+
+
+def estimate_memory(
+    ctx: Ctx, stage_params: list[int], stage_inflight: list[float], workspace_gb: float
+) -> MemoryEstimate:
+    """Memory of the busiest stage; `stage_inflight[s]` = layers' activations alive at
+    once on stage s (in-flight chunk passes x layers per chunk)."""
+    plan = ctx.plan
+    dp = plan.dp * plan.cp
+    best: MemoryEstimate | None = None
+    for stage, (params, layers_alive) in enumerate(zip(stage_params, stage_inflight, strict=True)):
+        w = float(params * (BF16 + (1 if plan.precision is Precision.FP8 else 0)))
+        g = float(params * BF16)
+        o = float(params * 12)
+        if plan.zero >= 1:
+            o /= dp
+        if plan.zero == 3:
+            w, g = w / dp + 2 * ctx.layer_params_local() * BF16, g / dp
+        act = layers_alive * layer_activation_bytes(ctx)
+        if stage == plan.pp - 1:
+            act += 2 * ctx.T * ctx.vocab * 4  # FP32 logits and their gradient
+        m = MemoryEstimate(
+            w / GB,
+            g / GB,
+            o / GB,
+            act / GB,
+            workspace_gb,
+            ctx.km.gpu.hbm_capacity_gb,
+            stage,
+        )
+        if best is None or m.total_gb > best.total_gb:
+            best = m
+    assert best is not None
+    return best

@@ -1,0 +1,136 @@
+"""Parallel plans: how a training step is split over GPUs, and where each rank sits.
+
+A `ParallelPlan` holds the degrees (TP, CP, PP with `vp` virtual stages, DP), the batch
+(micro-batch `mbs`, global batch `gbs` in sequences, so `gbs / (mbs * dp)` micro-batches
+per step), sequence length, ZeRO stage (0: plain DP all-reduce, 1: distributed optimizer
+— reduce-scatter grads, all-gather params —, 3: FSDP, weights gathered per layer),
+precision, activation recomputation and the overlap flags. Rank placement is Megatron's
+default order: TP fastest (inside a node), then CP, then PP, then DP:
+`rank = ((dp * pp + stage) * cp + cp_i) * tp + tp_i`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from enum import Enum
+from typing import Any
+
+from lumos.errors import ConfigError
+from lumos.simulator.workload.spec import ModelSpec
+
+
+class Recompute(str, Enum):
+    NONE = "none"
+    SELECTIVE = "selective"
+    FULL = "full"
+
+
+class Precision(str, Enum):
+    BF16 = "bf16"
+    FP8 = "fp8"
+
+
+@dataclass(frozen=True, slots=True)
+class ParallelPlan:
+    """Degrees, batch and framework options of one training step (see module doc)."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    cp: int = 1
+    vp: int = 1
+    mbs: int = 1
+    gbs: int = 1
+    seq: int = 2048
+    zero: int = 1
+    precision: Precision = Precision.BF16
+    recompute: Recompute = Recompute.NONE
+    sequence_parallel: bool = True
+    tp_comm_overlap: bool = False
+    overlap_grad_reduce: bool = True
+    overlap_param_gather: bool = True
+    flash_attention: bool = True
+
+    @property
+    def world(self) -> int:
+        return self.tp * self.cp * self.pp * self.dp
+
+    @property
+    def microbatches(self) -> int:
+        return self.gbs // (self.mbs * self.dp)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["precision"] = self.precision.value
+        out["recompute"] = self.recompute.value
+        return out
+
+    def check(self, model: ModelSpec) -> None:
+        """Raise ConfigError naming the first setting the model or the batch cannot take."""
+        for key in ("tp", "pp", "dp", "cp", "vp", "mbs", "gbs", "seq"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"plan: {key} must be >= 1, got {getattr(self, key)}")
+        if self.zero not in (0, 1, 3):
+            raise ConfigError(f"plan: zero must be 0, 1 or 3, got {self.zero}")
+        if self.gbs % (self.mbs * self.dp):
+            raise ConfigError(
+                f"plan: gbs {self.gbs} is not a multiple of mbs x dp = {self.mbs * self.dp}"
+            )
+        if model.heads % self.tp or model.ffn % self.tp:
+            raise ConfigError(f"plan: tp {self.tp} must divide heads ({model.heads}) and ffn")
+        if self.seq % (2 * self.cp if self.cp > 1 else 1):
+            raise ConfigError(f"plan: seq {self.seq} must divide into 2 x cp chunks")
+        chunks = self.pp * self.vp
+        if model.layers < chunks:
+            raise ConfigError(
+                f"plan: {model.layers} layers cannot fill pp x vp = {chunks} model chunks"
+            )
+        if self.vp > 1 and self.microbatches % self.pp:
+            raise ConfigError(
+                f"plan: the interleaved schedule needs micro-batches ({self.microbatches}) "
+                f"to be a multiple of pp ({self.pp})"
+            )
+        if self.zero == 3 and self.pp > 1:
+            raise ConfigError("plan: zero 3 (FSDP) with pipeline parallelism is not modelled")
+
+
+@dataclass(frozen=True, slots=True)
+class Coords:
+    """Where one rank sits in the plan."""
+
+    tp: int
+    cp: int
+    stage: int
+    dp: int
+
+
+class Layout:
+    """Rank <-> coordinates and the process groups of a plan (global ranks, group order)."""
+
+    def __init__(self, plan: ParallelPlan) -> None:
+        self.plan = plan
+
+    def rank(self, tp: int, cp: int, stage: int, dp: int) -> int:
+        p = self.plan
+        return ((dp * p.pp + stage) * p.cp + cp) * p.tp + tp
+
+    def coords(self, rank: int) -> Coords:
+        p = self.plan
+        tp, rest = rank % p.tp, rank // p.tp
+        cp, rest = rest % p.cp, rest // p.cp
+        return Coords(tp, cp, rest % p.pp, rest // p.pp)
+
+    def tp_group(self, c: Coords) -> tuple[int, ...]:
+        return tuple(self.rank(t, c.cp, c.stage, c.dp) for t in range(self.plan.tp))
+
+    def cp_group(self, c: Coords) -> tuple[int, ...]:
+        return tuple(self.rank(c.tp, k, c.stage, c.dp) for k in range(self.plan.cp))
+
+    def dp_group(self, c: Coords) -> tuple[int, ...]:
+        """Data-parallel replicas of this rank's shard (with CP: DP x CP share gradients)."""
+        p = self.plan
+        return tuple(self.rank(c.tp, k, c.stage, d) for d in range(p.dp) for k in range(p.cp))
+
+    def embedding_group(self, c: Coords) -> tuple[int, ...]:
+        """First- and last-stage ranks that hold the tied embedding."""
+        return (self.rank(c.tp, c.cp, 0, c.dp), self.rank(c.tp, c.cp, self.plan.pp - 1, c.dp))

@@ -1,0 +1,82 @@
+"""Pipeline schedules: the order in which one stage runs its forward and backward passes.
+
+`stage_order(pp, vp, m, stage)` is Megatron-LM's 1F1B (vp = 1: `pp - stage - 1` warm-up
+forwards, then one-forward-one-backward, then the cool-down backwards) and its
+interleaved 1F1B with `vp` model chunks per stage (virtual micro-batch k runs chunk
+`(k mod pp·vp) div pp`, reversed for backward, on micro-batch `(k div pp·vp)·pp + k mod pp`;
+warm-up `2·(pp - stage - 1) + (vp - 1)·pp`). `check_order` verifies that an order is a
+valid pipeline schedule: every (chunk, micro-batch) runs forward once, then backward once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lumos.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One pass of one model chunk on one micro-batch."""
+
+    forward: bool
+    chunk: int
+    microbatch: int
+
+
+def _virtual(k: int, pp: int, vp: int, forward: bool) -> tuple[int, int]:
+    group = pp * vp
+    chunk = (k % group) // pp
+    if not forward:
+        chunk = vp - 1 - chunk
+    return chunk, (k // group) * pp + k % pp
+
+
+def stage_order(pp: int, vp: int, m: int, stage: int) -> list[Step]:
+    """The passes of `stage` in issue order (see module doc).
+
+    Raises ConfigError when interleaving gets a micro-batch count not divisible by pp.
+    """
+    if vp > 1 and m % pp:
+        raise ConfigError(f"interleaved 1F1B needs micro-batches ({m}) divisible by pp ({pp})")
+    total = m * vp
+    if vp == 1:
+        warmup = min(pp - stage - 1, total)
+    else:
+        warmup = min(2 * (pp - stage - 1) + (vp - 1) * pp, total)
+    out = [Step(True, *_virtual(k, pp, vp, True)) for k in range(warmup)]
+    for i in range(total - warmup):
+        out.append(Step(True, *_virtual(warmup + i, pp, vp, True)))
+        out.append(Step(False, *_virtual(i, pp, vp, False)))
+    out.extend(Step(False, *_virtual(k, pp, vp, False)) for k in range(total - warmup, total))
+    return out
+
+
+def check_order(order: list[Step], vp: int, m: int) -> list[str]:
+    """Problems with an order: a pass missing or repeated, a backward before its forward."""
+    problems = []
+    seen_f: set[tuple[int, int]] = set()
+    seen_b: set[tuple[int, int]] = set()
+    for pos, st in enumerate(order):
+        key = (st.chunk, st.microbatch)
+        target = seen_f if st.forward else seen_b
+        if key in target:
+            problems.append(f"position {pos}: {st} repeated")
+        if not st.forward and key not in seen_f:
+            problems.append(f"position {pos}: backward of {key} before its forward")
+        target.add(key)
+    want = {(c, j) for c in range(vp) for j in range(m)}
+    if seen_f != want or seen_b != want:
+        problems.append(
+            f"missing passes: {len(want - seen_f)} forward, {len(want - seen_b)} backward"
+        )
+    return problems
+
+
+def in_flight(order: list[Step]) -> int:
+    """Most chunk activations alive at once (forwards done, backwards not yet)."""
+    live = peak = 0
+    for st in order:
+        live += 1 if st.forward else -1
+        peak = max(peak, live)
+    return peak

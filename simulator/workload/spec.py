@@ -1,0 +1,160 @@
+"""Model specs: the shape of a dense decoder-only transformer, from YAML or a built-in name.
+
+`load_model("llama3.1-405b")` reads `models.yaml` (shipped, sources in its header);
+`load_model("my.yaml")` reads a user file holding one spec (the same keys at the top level).
+Unknown keys are ConfigErrors with a "did you mean". Counting helpers (`params`,
+`layer_params`) use the same shapes the generator prices, so MFU and memory agree with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from lumos.errors import ConfigError
+from lumos.hwconfigs.fields import REQUIRED, fields, flag, read_yaml
+
+BUILTIN = Path(__file__).with_name("models.yaml")
+
+
+class Mlp(str, Enum):
+    """MLP activation: GeLU (GPT), SwiGLU (Llama, Mistral: gated, two up projections),
+    squared ReLU (Nemotron-4)."""
+
+    GELU = "gelu"
+    SWIGLU = "swiglu"
+    SQUARED_RELU = "squared_relu"
+
+
+class Norm(str, Enum):
+    LAYERNORM = "layernorm"
+    RMSNORM = "rmsnorm"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """Shape of one model; `ffn` is the MLP inner size (per up projection for SwiGLU)."""
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    vocab: int
+    mlp: Mlp = Mlp.GELU
+    norm: Norm = Norm.LAYERNORM
+    tied_embeddings: bool = False
+    position: str = "rope"
+    bias: bool = False
+    seq: int = 2048
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def gated(self) -> bool:
+        return self.mlp is Mlp.SWIGLU
+
+    def layer_params(self) -> int:
+        """Weights of one transformer layer (attention, MLP, two norms, biases)."""
+        h, d = self.hidden, self.head_dim
+        qkv = h * (self.heads + 2 * self.kv_heads) * d
+        proj = self.heads * d * h
+        up = h * self.ffn * (2 if self.gated else 1)
+        down = self.ffn * h
+        norms = 2 * h * (2 if self.norm is Norm.LAYERNORM else 1)
+        bias = (self.heads + 2 * self.kv_heads) * d + h + self.ffn + h if self.bias else 0
+        return qkv + proj + up + down + norms + bias
+
+    def embedding_params(self) -> int:
+        """Input embedding (+ learned positions) and, if untied, the output layer."""
+        emb = self.vocab * self.hidden + (
+            self.seq * self.hidden if self.position == "learned" else 0
+        )
+        return emb + (0 if self.tied_embeddings else self.vocab * self.hidden)
+
+    def params(self) -> int:
+        """All weights, final norm included."""
+        final_norm = self.hidden * (2 if self.norm is Norm.LAYERNORM else 1)
+        return self.layers * self.layer_params() + self.embedding_params() + final_norm
+
+
+def _positive_int(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{where} must be a positive integer, got {value!r}")
+    return value
+
+
+def _choice(enum: type[Enum]) -> Any:
+    def parse(value: Any, where: str) -> Enum:
+        try:
+            return enum(value)
+        except ValueError:
+            known = ", ".join(str(m.value) for m in enum)
+            raise ConfigError(f"{where} must be one of {known}, got {value!r}") from None
+
+    return parse
+
+
+def _position(value: Any, where: str) -> str:
+    if value not in ("rope", "learned"):
+        raise ConfigError(f"{where} must be rope or learned, got {value!r}")
+    return str(value)
+
+
+_TABLE = {
+    "name": (lambda v, w: str(v), ""),
+    "layers": (_positive_int, REQUIRED),
+    "hidden": (_positive_int, REQUIRED),
+    "heads": (_positive_int, REQUIRED),
+    "kv_heads": (_positive_int, None),
+    "ffn": (_positive_int, None),
+    "vocab": (_positive_int, REQUIRED),
+    "mlp": (_choice(Mlp), Mlp.GELU),
+    "norm": (_choice(Norm), Norm.LAYERNORM),
+    "tied_embeddings": (flag, False),
+    "position": (_position, "rope"),
+    "bias": (flag, False),
+    "seq": (_positive_int, 2048),
+}
+
+
+def model_from_dict(data: dict[str, Any], where: str, name: str = "") -> ModelSpec:
+    """A `ModelSpec` from a mapping of the YAML keys. Raises ConfigError naming `where`."""
+    values = fields(data, _TABLE, where)
+    values["name"] = values["name"] or name
+    values["kv_heads"] = values["kv_heads"] or values["heads"]
+    values["ffn"] = values["ffn"] or 4 * values["hidden"]
+    if values["hidden"] % values["heads"] or values["heads"] % values["kv_heads"]:
+        raise ConfigError(
+            f"{where}: hidden ({values['hidden']}) must divide by heads ({values['heads']}) "
+            f"and heads by kv_heads ({values['kv_heads']})"
+        )
+    return ModelSpec(**values)
+
+
+def builtin_models() -> list[str]:
+    """Names of the shipped model specs."""
+    return sorted(read_yaml(BUILTIN))
+
+
+def load_model(name_or_path: str | Path) -> ModelSpec:
+    """A built-in spec by name (`gpt3-175b`, `llama3.1-405b`, ...) or one from a YAML file.
+
+    Raises ConfigError for an unknown name (listing the built-ins) or a bad file.
+    """
+    text = str(name_or_path)
+    if isinstance(name_or_path, Path) or text.endswith((".yaml", ".yml")) or "/" in text:
+        path = Path(text)
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such model spec file")
+        return model_from_dict(read_yaml(path), str(path), path.stem)
+    table = read_yaml(BUILTIN)
+    key = text.lower()
+    if key not in table:
+        raise ConfigError(f"unknown model {text!r}; built-ins: {', '.join(sorted(table))}")
+    return model_from_dict(table[key], f"{BUILTIN.name}: {key}", key)

@@ -1,0 +1,194 @@
+"""`estimate()`: model + plan + hardware → generated per-rank graphs → simulated step.
+
+The trace-free estimate: generate the distinct ranks' graphs (`generate`), price every
+collective and send/recv with the system's network model (NCCL-like pricer over the real
+process-group placement), simulate them with the event-driven simulator (overlap,
+pipeline bubbles, network tiers as they fall), and report the step time, throughput,
+MFU, memory per GPU and where the time goes. `EstimateResult.to_json()` is what
+`lumos estimate --json` prints; its keys are stable.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lumos.errors import ConfigError
+from lumos.hwconfigs.kernel_tables import KernelPhysics
+from lumos.hwconfigs.load import load_system
+from lumos.hwconfigs.schema import SystemSpec
+from lumos.simulator.costmodel.kernels import KernelModel
+from lumos.simulator.network.nccl import make_pricer
+from lumos.simulator.run import Mode, SimOptions, simulate
+from lumos.simulator.workload.breakdown import Breakdown, breakdown
+from lumos.simulator.workload.generate import GeneratedStep, Generator
+from lumos.simulator.workload.memory import MemoryEstimate, estimate_memory
+from lumos.simulator.workload.plan import ParallelPlan, Precision
+from lumos.simulator.workload.schedule import in_flight
+from lumos.simulator.workload.spec import ModelSpec, load_model
+
+ASSUMPTIONS = (
+    "Megatron-LM/NeMo-style training step: rank order TP (inside a node), CP, PP, DP",
+    "linear layers in FP8 under fp8 (delayed scaling, per-GEMM input casts); embedding, "
+    "output layer, attention, norms, element-wise ops and all communication in BF16",
+    "gradients reduced in BF16 in buckets of max(40M, 1M x DP) parameters; "
+    "Adam optimizer step memory-bound at 32 bytes per local parameter",
+    "flash attention unless flash_attention is off; TP backward always overlaps the input "
+    "re-gather with dgrad and the dgrad reduction with wgrad",
+    "no CPU launch overhead, no data loading, no stragglers; kernels at the hwconfigs/kernels "
+    "efficiencies, collectives from the system's NCCL-like network model",
+)
+
+
+@dataclass(slots=True)
+class EstimateResult:
+    """One estimated training step (seconds, GB = 1e9 bytes)."""
+
+    model: str
+    hardware: str
+    plan: ParallelPlan
+    gpus: int
+    iteration_time_s: float
+    tokens_per_s_per_gpu: float
+    mfu: float
+    model_tflops_per_gpu: float
+    memory: MemoryEstimate
+    breakdown: Breakdown
+    per_rank_s: dict[int, float]
+    assumptions: list[str] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.fits
+
+    def to_json(self) -> dict[str, Any]:
+        """The result as plain JSON types (stable keys)."""
+        return {
+            "model": self.model,
+            "hardware": self.hardware,
+            "gpus": self.gpus,
+            "plan": self.plan.to_dict(),
+            "iteration_time_s": round(self.iteration_time_s, 6),
+            "tokens_per_s_per_gpu": round(self.tokens_per_s_per_gpu, 3),
+            "mfu": round(self.mfu, 5),
+            "model_tflops_per_gpu": round(self.model_tflops_per_gpu, 3),
+            "memory_gb_per_gpu": round(self.memory.total_gb, 3),
+            "fits_in_memory": self.fits,
+            "memory": self.memory.to_json(),
+            "breakdown": self.breakdown.to_json(),
+            "per_rank_s": {str(k): round(v, 6) for k, v in sorted(self.per_rank_s.items())},
+            "assumptions": self.assumptions,
+            "stats": self.stats,
+        }
+
+
+def model_flops_per_step(model: ModelSpec, plan: ParallelPlan) -> float:
+    """Model FLOPs of one step: 6 x parameters x tokens + non-causal attention
+    (12 x layers x hidden x seq per token), no recomputation — the usual MFU numerator."""
+    tokens = plan.gbs * plan.seq
+    return tokens * (6.0 * model.params() + 12.0 * model.layers * model.hidden * plan.seq)
+
+
+def _resolve(
+    model: str | Path | ModelSpec, hw: str | Path | SystemSpec, gpus: int | None, world: int
+) -> tuple[ModelSpec, SystemSpec]:
+    spec = model if isinstance(model, ModelSpec) else load_model(model)
+    system = hw if isinstance(hw, SystemSpec) else load_system(str(hw))
+    need = max(gpus or world, world)
+    if gpus is not None and gpus < world:
+        raise ConfigError(f"the plan needs {world} GPUs but --gpus is {gpus}")
+    nodes = -(-need // system.gpus_per_node)
+    from dataclasses import replace
+
+    return spec, replace(system, num_nodes=max(nodes, 1))
+
+
+def generate(
+    model: str | Path | ModelSpec,
+    plan: ParallelPlan,
+    hw: str | Path | SystemSpec = "h100",
+    physics: KernelPhysics | None = None,
+) -> GeneratedStep:
+    """The distinct ranks' graphs of one step (durations priced on `hw`'s GPU).
+
+    Raises ConfigError for a plan the model cannot take or unknown model/hardware.
+    """
+    spec, system = _resolve(model, hw, None, plan.world)
+    return Generator(spec, plan, KernelModel.for_gpu(system.gpu, physics)).step()
+
+
+def estimate(
+    model: str | Path | ModelSpec,
+    plan: ParallelPlan,
+    hw: str | Path | SystemSpec = "h100",
+    *,
+    gpus: int | None = None,
+    physics: KernelPhysics | None = None,
+    et_dir: str | Path | None = None,
+) -> EstimateResult:
+    """Estimate one training step of `model` under `plan` on system `hw`.
+
+    `gpus`: cluster size (default: the plan's world size); `physics`: kernel parameters
+    instead of the shipped `hwconfigs/kernels/<gpu>.yaml`; `et_dir`: also write the
+    distinct ranks' Chakra ETs there. Raises ConfigError for a plan the model, batch or
+    hardware cannot take (FP8 on a GPU without it, too few GPUs).
+    """
+    t0 = time.perf_counter()
+    spec, system = _resolve(model, hw, gpus, plan.world)
+    if plan.precision is Precision.FP8 and not system.gpu.peak_fp8_tflops:
+        raise ConfigError(f"{system.gpu.name} has no FP8 tensor cores; use --precision bf16")
+    km = KernelModel.for_gpu(system.gpu, physics)
+    gen = Generator(spec, plan, km)
+    step = gen.step()
+    t_gen = time.perf_counter()
+    result = simulate(step.graphs, SimOptions(mode=Mode.MODEL, pricer=make_pricer(system)))
+    t_sim = time.perf_counter()
+    if et_dir is not None:
+        from lumos.simulator.workload.etwrite import write_ets
+
+        write_ets(step, spec, plan, et_dir)
+    by_rank = {r.rank: r for r in result.ranks}
+    per_rank = {r: v.iteration_time_ns / 1e9 for r, v in by_rank.items()}
+    slowest = max(by_rank.values(), key=lambda r: r.iteration_time_ns)
+    graph = next(g for g in step.graphs if g.rank == slowest.rank)
+    iteration = result.iteration_time_ns / 1e9
+    flops = model_flops_per_step(spec, plan)
+    peak = system.gpu.peak_fp8_tflops if plan.precision is Precision.FP8 else None
+    peak = peak or system.gpu.peak_bf16_tflops
+    achieved = flops / iteration / plan.world / 1e12
+    memory = _memory(gen, step)
+    return EstimateResult(
+        model=spec.name,
+        hardware=system.name,
+        plan=plan,
+        gpus=max(gpus or plan.world, plan.world),
+        iteration_time_s=iteration,
+        tokens_per_s_per_gpu=plan.gbs * plan.seq / iteration / plan.world,
+        mfu=achieved / peak,
+        model_tflops_per_gpu=achieved,
+        memory=memory,
+        breakdown=breakdown(graph, slowest),
+        per_rank_s=per_rank,
+        assumptions=list(ASSUMPTIONS),
+        stats={
+            "ranks_generated": len(step.graphs),
+            "nodes": sum(len(g) for g in step.graphs),
+            "generate_s": round(t_gen - t0, 3),
+            "simulate_s": round(t_sim - t_gen, 3),
+        },
+    )
+
+
+def _memory(gen: Generator, step: GeneratedStep) -> MemoryEstimate:
+    plan = gen.plan
+    params, alive = [], []
+    for stage in range(plan.pp):
+        vs = [gen.vstage(stage, c) for c in range(plan.vp)]
+        params.append(sum(sum(gen.chunk_params(v)) for v in vs))
+        rank = gen.layout.rank(0, 0, stage, 0)
+        avg_layers = sum(gen.chunk_layers[v] for v in vs) / len(vs)
+        alive.append(in_flight(step.orders[rank]) * avg_layers)
+    return estimate_memory(gen.ctx, params, alive, gen.ctx.km.physics.workspace_gb)
