@@ -58,7 +58,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "estimate": (
         "lumos.cli.estimate",
         "estimate_command",
-        "Step time, MFU and memory from a model, a parallel plan and hardware (no trace).",
+        "Step time, MFU and memory of a plan, no trace.",
     ),
     "export": (
         "lumos.cli.export",
