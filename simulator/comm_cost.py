@@ -2,7 +2,12 @@
 
 replay: a collective's recorded time without the wait for late peers — the shortest
 `comm_dur_ns` over its members, else the shortest recorded duration; a send/recv pair
-likewise; with nothing recorded, the pricer (if any) or 0. model: the pricer. astra: the
+likewise; with nothing recorded, the pricer (if any) or 0. When the members' recorded
+starts lie on one clock (ranks aligned on their step starts), each member instead keeps
+its own exit: it leaves its recorded end minus the recorded last arrival after the
+simulated last arrival (`member_exits`). Members do not leave together — a gloo rank
+stalls locally inside its `all_reduce`, an NCCL rank leaves by its ring position — and
+one member's local stall must not hold the others. model: the pricer. astra: the
 pricer for the collective types ASTRA-sim simulates (all-reduce, all-gather, all-to-all,
 reduce-scatter) and for send/recv; other types wait their `duration_micros`.
 Pricer answers are memoised: a step repeats the same (type, size, group) many times.
@@ -24,10 +29,17 @@ class CommCoster:
     """Transfer time of instances over the simulated `graphs` for one mode."""
 
     def __init__(
-        self, graphs: Sequence[RankGraph], mode: str, pricer: CollectivePricer | None
+        self,
+        graphs: Sequence[RankGraph],
+        mode: str,
+        pricer: CollectivePricer | None,
+        clock: Sequence[int] | None = None,
     ) -> None:
         self.mode = mode
         self.pricer = pricer
+        # clock[k]: absolute step start of graph k when the ranks share a clock
+        self._clock = list(clock) if clock is not None else None
+        self._start = [g.start_ns.tolist() for g in graphs] if clock is not None else []
         self._comm_dur = [g.comm_dur_ns.tolist() for g in graphs]
         self._dur = [g.dur_ns.tolist() for g in graphs]
         self._dur_us = [g.dur_us_ns.tolist() for g in graphs]
@@ -70,3 +82,29 @@ class CommCoster:
         if best >= 0:
             return best
         return self.price(inst) if self.pricer is not None else 0
+
+    def member_exits(self, inst: Instance) -> list[int] | None:
+        """Per member, its time from the last arrival to its own exit; None when every
+        member leaves at last arrival + `instance_ns` (not replay, no shared clock, a
+        `comm_dur_ns` given, a member without recorded times, or all exits equal).
+
+        Member i arrived at a_i = clock + start_ns and left at e_i = a_i + dur_ns; with
+        L = max a_i (the recorded last arrival), it leaves L_sim + max(e_i - L, 0). When
+        every recorded end lies before L the clocks disagree and None is returned.
+        """
+        if self.mode != "replay" or self._clock is None or inst.kind != "coll":
+            return None
+        if len(inst.members) < 2:
+            return None
+        arrive, leave = [], []
+        for k, i in inst.members:
+            start, dur = self._start[k][i], self._dur[k][i]
+            if start < 0 or dur < 0 or self._comm_dur[k][i] >= 0:
+                return None
+            arrive.append(self._clock[k] + start)
+            leave.append(self._clock[k] + start + dur)
+        last = max(arrive)
+        if max(leave) <= last:
+            return None
+        exits = [max(e - last, 0) for e in leave]
+        return None if min(exits) == max(exits) else exits

@@ -51,6 +51,12 @@ class Plan:
     stream *before* it returns — a blocking call (a pageable or synchronous copy) whose
     op started, as recorded, `latency` ns after the call started and before it ended;
     `early_dst[edge id]` is that op. Other launches enqueue their op when they end.
+
+    `inst_exit[m]`: None when every member of instance m leaves at its last arrival +
+    `inst_dur[m]`; else each member's own time after the last arrival, in the order of
+    `inst_members[m]` (replay keeps the recorded exits; a pricer may give its own).
+    `free_at`: (processor, time) of streams still busy at the step start with work
+    queued before it (`lumos.simulator.backlog`); they take no node until then.
     """
 
     offsets: list[int]
@@ -70,6 +76,8 @@ class Plan:
     wait_in_gap: np.ndarray
     inst_dur: list[int] = field(default_factory=list)
     inst_members: list[list[int]] = field(default_factory=list)
+    inst_exit: list[list[int] | None] = field(default_factory=list)
+    free_at: list[tuple[int, int]] = field(default_factory=list)
     sync_args: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
     stream_of: list[dict[int, int]] = field(default_factory=list)
     slot_start: list[int] = field(default_factory=list)

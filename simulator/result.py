@@ -86,7 +86,12 @@ class TaskTable:
 @dataclass(slots=True)
 class RankResult:
     """One rank's simulated step: it starts at `start_ns` (0 unless ranks are aligned on
-    their measured step starts) and `iteration_time_ns` = last node end - `start_ns`.
+    their measured step starts). `iteration_time_ns` is the CPU loop's window, what a
+    `ProfilerStep` measures (the step thread's last end + the untraced tail, see
+    `lumos.simulator.step_end`; without a measured step, the last node's end), minus
+    `start_ns`; `gpu_inclusive_ns` runs to the later of that and the last node's end (GPU
+    work that outlives the loop). `gpu_free_ns[p]`: when processor p (a GPU stream busy
+    with work queued before the step) could take its first node (`lumos.simulator.backlog`).
 
     When the run was folded (identical ranks simulated once), a rank that was not
     simulated itself shares its representative's `tasks` and `processors`;
@@ -100,19 +105,30 @@ class RankResult:
     measured_step_ns: int | None = None
     folded_from: int | None = None
     start_ns: int = 0
+    gpu_inclusive_ns: int = -1
+    gpu_free_ns: dict[int, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.gpu_inclusive_ns < self.iteration_time_ns:
+            self.gpu_inclusive_ns = self.iteration_time_ns
 
     @property
     def end_ns(self) -> int:
-        """When the rank's last node ends (simulated clock)."""
+        """When the rank's CPU window ends (simulated clock)."""
         return self.start_ns + self.iteration_time_ns
+
+    @property
+    def gpu_end_ns(self) -> int:
+        """When the rank's last work ends, GPU included (simulated clock)."""
+        return self.start_ns + self.gpu_inclusive_ns
 
 
 @dataclass(slots=True)
 class SimResult:
     """A whole simulation: every rank, sorted by rank.
 
-    `iteration_time_ns` is the last end over ranks minus the first start (the max over
-    ranks when they all start at 0). `aligned`: ranks start at their measured step starts
+    `iteration_time_ns` is the slowest rank's step (max over ranks of their own
+    `iteration_time_ns`; never the span from the first start to the last end). `aligned`: ranks start at their measured step starts
     (`RankResult.start_ns`); `align_note` says why not, when they do not. `graphs[k]` is the `RankGraph` of
     `ranks[k]` (for folded ranks, the representative's graph). `mode` is "replay",
     "model" or "astra". `stats` holds run counters (nodes simulated, events, wall seconds).
@@ -148,6 +164,7 @@ class SimResult:
                     "rank": r.rank,
                     "start_ns": r.start_ns,
                     "iteration_time_ns": r.iteration_time_ns,
+                    "gpu_inclusive_ns": r.gpu_inclusive_ns,
                     "measured_step_ns": r.measured_step_ns,
                     "folded_from": r.folded_from,
                 }

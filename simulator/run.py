@@ -26,6 +26,7 @@ import numpy as np
 from lumos.errors import ConfigError, SimulationError, ValidationError
 from lumos.progress import report
 from lumos.simulator.align import align_ranks
+from lumos.simulator.backlog import stream_backlog
 from lumos.simulator.comm_cost import CommCoster
 from lumos.simulator.costmodel.estimate import estimate_graph, needs_estimates
 from lumos.simulator.costmodel.roofline import CostModel
@@ -137,7 +138,21 @@ def _simulate(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: 
     assignments = [assign_processors(g, astra) for g in sim_graphs]
     plan = build_plan(sim_graphs, assignments, astra, opts.ablate_sync)
     plan.slot_start = [alignment.offset(g.rank) for g in sim_graphs]
-    priced = _attach_comms(plan, sim_graphs, instances, mode, opts.pricer)
+    free = (
+        {}
+        if astra
+        else {
+            k: stream_backlog(g, a)
+            for k, (g, a) in enumerate(zip(sim_graphs, assignments, strict=True))
+        }
+    )
+    plan.free_at = [
+        (plan.proc_offsets[k] + p, plan.slot_start[k] + t)
+        for k, f in free.items()
+        for p, t in f.items()
+    ]
+    clock = [int(g.step_start_ns or 0) for g in sim_graphs] if alignment.aligned else None
+    priced = _attach_comms(plan, sim_graphs, instances, mode, opts.pricer, clock)
     gpu = opts.cost_model.gpu.name if opts.cost_model is not None else None
     notes += pricing_notes(mode.value, priced, 0, gpu)
     sync = RuntimeSync(len(plan.unlimited), plan.stream_of) if plan.sync_args else None
@@ -147,7 +162,7 @@ def _simulate(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: 
     t_run = time.perf_counter()
     report("simulate", plan.n, plan.n, "nodes")
     _check_complete(schedule, plan, sim_graphs)
-    result = _assemble(graphs, sim_graphs, assignments, plan, schedule, folding, mode)
+    result = _assemble(graphs, sim_graphs, assignments, plan, schedule, folding, mode, free)
     result.aligned, result.align_note = alignment.aligned, alignment.reason
     result.notes = notes
     result.stats = {
@@ -208,11 +223,13 @@ def _attach_comms(
     instances: list[Instance],
     mode: Mode,
     pricer: CollectivePricer | None,
+    clock: Sequence[int] | None = None,
 ) -> int:
-    """Give each joint event its members (global indices) and its transfer time; price
-    unpaired sends (peer not loaded) outside replay. Returns how many events the pricer
-    timed."""
-    coster = CommCoster(graphs, mode.value, pricer)
+    """Give each joint event its members (global indices), its transfer time and, where
+    members leave at different times, each one's exit; price unpaired sends (peer not
+    loaded) outside replay. `clock`: each graph's absolute step start, when shared.
+    Returns how many events the pricer timed."""
+    coster = CommCoster(graphs, mode.value, pricer, clock)
     members = [inst.members for inst in instances]
     counts = np.fromiter(map(len, members), np.int64, len(members))
     pairs = np.fromiter(chain.from_iterable(chain.from_iterable(members)), np.int64)
@@ -223,6 +240,8 @@ def _attach_comms(
     ptr = np.concatenate(([0], np.cumsum(counts))).tolist()
     plan.inst_members = list(map(node_list.__getitem__, map(slice, ptr[:-1], ptr[1:])))
     plan.inst_dur = list(map(coster.instance_ns, instances))
+    if clock is not None:
+        plan.inst_exit = list(map(coster.member_exits, instances))
     if mode is Mode.REPLAY or pricer is None:
         return coster.priced
     for k, g in enumerate(graphs):
@@ -258,6 +277,7 @@ def _assemble(
     schedule: Schedule,
     folding: Folding,
     mode: Mode,
+    free: dict[int, dict[int, int]],
 ) -> SimResult:
     start, end, wait = schedule.start, schedule.end, schedule.wait
     match = plan.match
@@ -278,8 +298,17 @@ def _assemble(
         )
         t0 = plan.slot_start[k]
         tail = None if mode is Mode.ASTRA else step_tail(g, a)
-        it = rank_end(end[lo:hi], a.proc, tail) - t0 if hi > lo else 0
-        own[g.rank] = RankResult(g.rank, it, a.processors, tasks, g.measured_step_ns, start_ns=t0)
+        ends = rank_end(end[lo:hi], a.proc, tail)
+        own[g.rank] = RankResult(
+            g.rank,
+            ends.cpu_ns - t0 if hi > lo else 0,
+            a.processors,
+            tasks,
+            g.measured_step_ns,
+            start_ns=t0,
+            gpu_inclusive_ns=ends.all_ns - t0 if hi > lo else 0,
+            gpu_free_ns=free.get(k, {}),
+        )
     ranks, out_graphs = [], []
     by_rank = {g.rank: g for g in graphs}
     for r in sorted(folding.rep):
@@ -297,9 +326,10 @@ def _assemble(
                     by_rank[r].measured_step_ns,
                     folded_from=rep,
                     start_ns=base.start_ns,
+                    gpu_inclusive_ns=base.gpu_inclusive_ns,
+                    gpu_free_ns=base.gpu_free_ns,
                 )
             )
         out_graphs.append(by_rank[rep])
-    first = min((r.start_ns for r in ranks), default=0)
-    total = max((r.end_ns for r in ranks), default=0) - first
+    total = max((r.iteration_time_ns for r in ranks), default=0)
     return SimResult(ranks, total, mode.value, out_graphs)

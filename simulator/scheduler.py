@@ -40,7 +40,7 @@ from lumos.simulator.sync import RuntimeSync
 # breaks ties at one instant for one node. A PLAIN node's finish is told apart from a
 # special node's so the hot path skips what only special nodes need (their end time
 # and waits); a PLAIN node's end is its start plus its duration, filled in at the end.
-FINISH, FINISH_SPECIAL, START, DISPATCH, RELEASE = 0, 1, 2, 4, 6
+FINISH, FINISH_SPECIAL, START, FREE, DISPATCH, RELEASE = 0, 1, 2, 3, 4, 6
 KIND_BITS = 3
 
 
@@ -75,6 +75,7 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
     indeg, enq = plan.indeg.tolist(), plan.enq.tolist()
     unlimited, is_stream, by_id = plan.unlimited, plan.is_stream, plan.by_id
     inst_dur, inst_members = plan.inst_dur, plan.inst_members
+    inst_exit = plan.inst_exit or [None] * len(inst_dur)
     has_match = np.flatnonzero(plan.match >= 0)
     match = dict(zip(has_match.tolist(), plan.match[has_match].tolist(), strict=True))
     wait_in_gap = plan.wait_in_gap.tolist()
@@ -134,10 +135,16 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
             members = inst_members[m]
             if arrived[m] == len(members):
                 t0 = latest[m]
-                e = (t0 + inst_dur[m]) << shift
-                for u in members:
-                    wait[u] = t0 - start[u]
-                    heappush(heap, e | (u << 3) | FINISH_SPECIAL)
+                exits = inst_exit[m]
+                if exits is None:
+                    e = (t0 + inst_dur[m]) << shift
+                    for u in members:
+                        wait[u] = t0 - start[u]
+                        heappush(heap, e | (u << 3) | FINISH_SPECIAL)
+                else:
+                    for u, x in zip(members, exits, strict=True):
+                        wait[u] = t0 - start[u]
+                        heappush(heap, ((t0 + x) << shift) | (u << 3) | FINISH_SPECIAL)
         elif r == P2P_SEND and m >= 0:
             msg = s + inst_dur[m]
             finish_at(v, msg)
@@ -223,6 +230,9 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
     roots = np.flatnonzero(plan.enq == 0)
     first_root = np.searchsorted(roots, plan.offsets).tolist()
     roots_list = roots.tolist()
+    for pi, t_free in plan.free_at:  # streams busy with work queued before the step
+        busy[pi] = True
+        heappush(heap, (t_free << shift) | ((n + pi) << 3) | FREE)
     for k, t0 in enumerate(slot_start):
         for pi in range(plan.proc_offsets[k], plan.proc_offsets[k + 1]):
             last_end[pi] = t0
@@ -253,6 +263,11 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
             other += 1
             if low == START:
                 special(v, t)
+            elif low == FREE:
+                pi = v - n
+                busy[pi] = False
+                last_end[pi] = t
+                try_start(pi, t)
             elif low == RELEASE:
                 if v < n:
                     enqueue(v, t)

@@ -1,12 +1,15 @@
-"""Where a rank's step ends: its last node, or later by the untraced tail of the step.
+"""Where a rank's step ends: the CPU window of the loop, and the GPU work that outlives it.
 
-A measured `ProfilerStep` ends on the thread that runs the training loop, some time
-after that thread's last traced op (Python between the last op and `profiler.step()`,
-the loop's own bookkeeping). That tail is untraced CPU time like a node's `gap_ns`, and
-it stays when the step is replayed: the step thread is the CPU thread whose last
-recorded node ends latest; its tail = `measured_step_ns` - that recorded end. A rank's
-simulated step then ends at max(last node end, step thread's last simulated end + tail).
-ETs without recorded start times or a measured step have no tail.
+A measured `ProfilerStep` is the CPU loop's window: it ends on the thread that runs the
+training loop, some time after that thread's last traced op (Python between the last op
+and `profiler.step()`, the loop's own bookkeeping). That tail is untraced CPU time like a
+node's `gap_ns`, and it stays when the step is replayed: the step thread is the CPU
+thread whose last recorded node ends latest; its tail = `measured_step_ns` - that
+recorded end (negative when that op outlived the step). When the GPU lags the CPU, the
+step's last kernels run past that window. So a rank's step has two ends: the CPU window
+(step thread's last simulated end + tail: what `ProfilerStep` measures) and the
+GPU-inclusive end (the later of that and the last node's end). ETs without recorded
+start times or a measured step have no step thread: both ends are the last node's end.
 """
 
 from __future__ import annotations
@@ -22,14 +25,15 @@ from lumos.simulator.result import ProcKind
 
 @dataclass(frozen=True, slots=True)
 class StepTail:
-    """The step thread (processor index of the rank) and its untraced tail in ns."""
+    """The step thread (processor index of the rank) and its untraced tail in ns (< 0:
+    its last recorded op ended after the measured step)."""
 
     proc: int
     tail_ns: int
 
 
 def step_tail(g: RankGraph, a: Assignment) -> StepTail | None:
-    """The recorded tail of `g`'s step, or None when it cannot be known (or is 0)."""
+    """The step thread and recorded tail of `g`'s step, or None when it cannot be known."""
     if not g.measured_step_ns or not len(g):
         return None
     kinds = a.kinds()
@@ -41,15 +45,24 @@ def step_tail(g: RankGraph, a: Assignment) -> StepTail | None:
     ends = g.start_ns[rows] + g.dur_ns[rows]
     last = int(rows[int(np.argmax(ends))])
     tail = int(g.measured_step_ns) - int(ends.max())
-    return StepTail(int(a.proc[last]), tail) if tail > 0 else None
+    return StepTail(int(a.proc[last]), tail)
 
 
-def rank_end(end_ns: np.ndarray, proc: np.ndarray, tail: StepTail | None) -> int:
-    """Simulated end of a rank's step from its nodes' ends (and processors)."""
+@dataclass(frozen=True, slots=True)
+class StepEnd:
+    """Simulated ends of a rank's step: the CPU loop's window and the GPU-inclusive end."""
+
+    cpu_ns: int
+    all_ns: int
+
+
+def rank_end(end_ns: np.ndarray, proc: np.ndarray, tail: StepTail | None) -> StepEnd:
+    """Simulated ends of a rank's step from its nodes' ends (and processors)."""
     if not end_ns.size:
-        return 0
+        return StepEnd(0, 0)
     last = int(end_ns.max())
-    if tail is None:
-        return last
-    on_thread = end_ns[proc == tail.proc]
-    return max(last, int(on_thread.max()) + tail.tail_ns) if on_thread.size else last
+    on_thread = end_ns[proc == tail.proc] if tail is not None else end_ns[:0]
+    if tail is None or not on_thread.size:
+        return StepEnd(last, last)
+    cpu = int(on_thread.max()) + tail.tail_ns
+    return StepEnd(cpu, max(last, cpu))

@@ -1,11 +1,15 @@
 """Per-rank time breakdown of a simulated step, the way the Lumos paper reports it.
 
-A rank's step time splits into four disjoint parts: compute that runs while no
-communication does (exposed compute), compute overlapped with communication, communication
-with no compute under it (exposed communication), and the rest (idle: the device waits on
-the host, on a late peer, or on nothing traced). The view is GPU-centric: compute means
-the rank's GPU compute streams; a rank with no GPU processor (a CPU-only capture) uses its
-CPU threads instead. Everything is interval arithmetic on sorted numpy arrays, O(n log n).
+A rank's GPU-inclusive step (its start to its last work, GPU included) splits into six
+disjoint parts, each instant credited to the first that applies: compute that runs while
+no communication transfers (exposed compute), compute overlapped with a transfer, a
+transfer with no compute under it (exposed transfer), a collective or send/recv waiting
+for its peers with nothing else running (wait for peers), a stream still running the
+previous step's work (backlog, `RankResult.gpu_free_ns`), and the rest — idle: the
+device starved, waiting on the host or on nothing traced. Exposed communication is
+transfer + wait for peers. The view is GPU-centric: compute means the rank's GPU compute
+streams; a rank with no GPU processor (a CPU-only capture) uses its CPU threads instead.
+Everything is interval arithmetic on sorted numpy arrays, O(n log n).
 """
 
 from __future__ import annotations
@@ -22,15 +26,23 @@ I64 = npt.NDArray[np.int64]
 
 @dataclass(slots=True, frozen=True)
 class Breakdown:
-    """Where one rank's step time went; the four parts sum to `iteration_ns`."""
+    """Where one rank's step time went; the six parts sum to `iteration_ns` (the
+    GPU-inclusive step)."""
 
     rank: int
     iteration_ns: int
     exposed_compute_ns: int
     overlapped_ns: int
-    exposed_comm_ns: int
+    exposed_transfer_ns: int
+    peer_wait_ns: int
+    backlog_ns: int
     idle_ns: int
     basis: str  # "gpu" or "cpu": which processors counted as compute
+
+    @property
+    def exposed_comm_ns(self) -> int:
+        """Communication with no compute under it: transfer + wait for peers."""
+        return self.exposed_transfer_ns + self.peer_wait_ns
 
     @property
     def compute_ns(self) -> int:
@@ -39,15 +51,17 @@ class Breakdown:
 
     @property
     def comm_ns(self) -> int:
-        """Time with any communication running (exposed + overlapped)."""
-        return self.exposed_comm_ns + self.overlapped_ns
+        """Time with any transfer running (exposed + overlapped)."""
+        return self.exposed_transfer_ns + self.overlapped_ns
 
     def parts(self) -> dict[str, int]:
-        """The four parts by name, in reporting order."""
+        """The six parts by name, in reporting order."""
         return {
             "exposed_compute": self.exposed_compute_ns,
             "overlapped": self.overlapped_ns,
-            "exposed_comm": self.exposed_comm_ns,
+            "exposed_transfer": self.exposed_transfer_ns,
+            "peer_wait": self.peer_wait_ns,
+            "backlog": self.backlog_ns,
             "idle": self.idle_ns,
         }
 
@@ -108,37 +122,56 @@ def clip(runs: tuple[I64, I64], lo: int, hi: int) -> tuple[I64, I64]:
     return s[keep], e[keep]
 
 
+def _union(*sets: tuple[I64, I64]) -> tuple[I64, I64]:
+    return merge_intervals(
+        np.concatenate([x[0] for x in sets]), np.concatenate([x[1] for x in sets])
+    )
+
+
 def breakdown_of(
     rank: int,
     window: tuple[int, int],
     compute: tuple[I64, I64],
     comm: tuple[I64, I64],
     basis: str = "gpu",
+    wait: tuple[I64, I64] | None = None,
+    backlog: tuple[I64, I64] | None = None,
 ) -> Breakdown:
-    """Breakdown of one rank from raw compute and communication intervals in `window`."""
+    """Breakdown of one rank from raw intervals in `window`: compute, communication
+    transfers (`comm`), communication waiting for peers (`wait`) and streams running the
+    previous step's work (`backlog`)."""
     lo, hi = window
+    none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     comp_runs = clip(merge_intervals(*compute), lo, hi)
     comm_runs = clip(merge_intervals(*comm), lo, hi)
+    wait_runs = clip(merge_intervals(*(wait or none)), lo, hi)
+    back_runs = clip(merge_intervals(*(backlog or none)), lo, hi)
     comp_total = covered_ns(comp_runs)
     comm_total = covered_ns(comm_runs)
     both = intersection_ns(comp_runs, comm_runs)
+    busy = comp_total + comm_total - both
+    with_wait = covered_ns(_union(comp_runs, comm_runs, wait_runs))
+    with_backlog = covered_ns(_union(comp_runs, comm_runs, wait_runs, back_runs))
     span = hi - lo
     return Breakdown(
         rank=rank,
         iteration_ns=span,
         exposed_compute_ns=comp_total - both,
         overlapped_ns=both,
-        exposed_comm_ns=comm_total - both,
-        idle_ns=span - (comp_total + comm_total - both),
+        exposed_transfer_ns=comm_total - both,
+        peer_wait_ns=with_wait - busy,
+        backlog_ns=with_backlog - with_wait,
+        idle_ns=span - with_backlog,
         basis=basis,
     )
 
 
 def rank_breakdown(rank: RankResult) -> Breakdown:
-    """Breakdown of one simulated rank over [its start, its last end).
+    """Breakdown of one simulated rank over [its start, its GPU-inclusive end).
 
-    Only the active part of a task counts ([start + wait, end)); time a collective spends
-    waiting for late peers, or a sync call for the GPU, is idle.
+    Only the active part of a task counts as compute or transfer ([start + wait, end));
+    the blocked part of a collective or send/recv ([start, start + wait)) is wait for
+    peers; a sync call's wait for the GPU is not (the GPU's work is what runs then).
     """
     tasks = rank.tasks
     kinds = [p.kind for p in rank.processors]
@@ -150,12 +183,15 @@ def rank_breakdown(rank: RankResult) -> Breakdown:
     basis = "cpu" if not on_gpu and cpu[tasks.proc[~is_comm]].any() else "gpu"
     compute = ~is_comm & (gpu if basis == "gpu" else cpu)[tasks.proc]
     active = tasks.start_ns + tasks.wait_ns
+    frees = np.asarray(list(rank.gpu_free_ns.values()), np.int64)
     return breakdown_of(
         rank.rank,
-        (int(rank.start_ns), int(rank.end_ns)),
+        (int(rank.start_ns), int(rank.gpu_end_ns)),
         (active[compute], tasks.end_ns[compute]),
         (active[is_comm], tasks.end_ns[is_comm]),
         basis,
+        (tasks.start_ns[is_comm], active[is_comm]),
+        (np.full(frees.size, rank.start_ns, np.int64), frees),
     )
 
 

@@ -4,9 +4,12 @@ The walk starts at the node that finished last (on any rank) and goes backwards,
 time to whatever released the current task: the dependency or processor predecessor that
 ended last before it started; for a collective or send/recv that waited for a late peer,
 the peer's task on its own rank (the path crosses ranks there); for a sync call that
-waited for the GPU, the GPU task that ended when the wait did. Every nanosecond of
-[0, end) is credited to exactly one step — a task's active time, a wait, or a gap
-(untraced host time, launch offsets) — so the path's total equals the iteration time.
+waited for the GPU, the GPU task that ended when the wait did. It starts at the latest
+GPU-inclusive step end, so when the GPU is the bottleneck the path follows GPU work; a
+stream's first task held by the previous step's work (`RankResult.gpu_free_ns`) ends
+the walk with a backlog step. Every nanosecond of [0, end) is credited to exactly one
+step — a task's active time, a wait, a backlog or a gap (untraced host time, launch
+offsets) — so the path's total equals the slowest GPU-inclusive step end.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ class StepKind(str, Enum):
     TASK = "task"  # a task's active time
     WAIT = "wait"  # blocked inside a task (late peer, sync) with no better explanation
     GAP = "gap"  # between a task's release and its start: untraced time, step-start offset
+    BACKLOG = "backlog"  # a stream still running the previous step's work
 
 
 @dataclass(slots=True, frozen=True)
@@ -68,7 +72,7 @@ class Contributor:
 
 @dataclass(slots=True, frozen=True)
 class CriticalPath:
-    """The path in time order; `total_ns` equals the run's iteration time."""
+    """The path in time order; `total_ns` equals the latest GPU-inclusive step end."""
 
     total_ns: int
     steps: tuple[PathStep, ...]
@@ -187,7 +191,7 @@ def critical_path(result: SimResult) -> CriticalPath:
     if not result.ranks or all(len(r.tasks) == 0 for r in result.ranks):
         return CriticalPath(0, ())
     walker = _Walker(result)
-    ends = [r.end_ns if len(r.tasks) else -1 for r in result.ranks]  # with any untraced tail
+    ends = [r.gpu_end_ns if len(r.tasks) else -1 for r in result.ranks]  # with any tail
     k = int(np.argmax(ends))
     row = int(np.argmax(result.ranks[k].tasks.end_ns))
     cursor = ends[k]
@@ -202,6 +206,9 @@ def critical_path(result: SimResult) -> CriticalPath:
             rank = result.ranks[k].rank
             if kind is StepKind.GAP:
                 steps.append(PathStep(kind, rank, -1, -1, "(gap)", "gap", lo, cursor))
+            elif kind is StepKind.BACKLOG:
+                name, cat = "(previous step's GPU work)", "gpu backlog"
+                steps.append(PathStep(kind, rank, -1, -1, name, cat, lo, cursor))
             else:
                 cat = "wait" if kind is StepKind.WAIT else walker.category(k, row)
                 node = int(tasks.node_id[row])
@@ -230,6 +237,10 @@ def critical_path(result: SimResult) -> CriticalPath:
         candidates = [
             p for p in walker.preds(k, row) if int(tasks.end_ns[p]) <= cursor and (k, p) not in seen
         ]
+        free = result.ranks[k].gpu_free_ns.get(int(tasks.proc[row]))
+        if free == start and all(int(tasks.end_ns[p]) < start for p in candidates):
+            credit(result.ranks[k].start_ns, StepKind.BACKLOG, k, row)
+            break
         if not candidates:
             break
         row = max(candidates, key=lambda p: (int(tasks.end_ns[p]), -p))

@@ -1,8 +1,10 @@
 """The measured side of a comparison: each rank's recorded step and node times, read from its ET.
 
-GlobalMetadata `measured_step_ns` (the Kineto `ProfilerStep` duration) and each node's
-recorded `start_ns` / `dur_ns` (or `duration_micros`); a rank without `measured_step_ns`
-falls back to the span of its recorded nodes.
+GlobalMetadata `measured_step_ns` (the Kineto `ProfilerStep` duration: the CPU loop's
+window) and each node's recorded `start_ns` / `dur_ns` (or `duration_micros`); a rank
+without `measured_step_ns` falls back to the span of its recorded nodes (`step_source`
+says which). The GPU-inclusive step runs from the step start to the later of the step's
+end and the last recorded end of any node (GPU work that outlived the loop).
 """
 
 from __future__ import annotations
@@ -39,7 +41,23 @@ class MeasuredRank:
 
     @property
     def iteration_ns(self) -> int | None:
+        """The measured step (CPU window), else the recorded span, else None."""
         return self.step_ns if self.step_ns is not None else self.span_ns
+
+    @property
+    def step_source(self) -> str:
+        """Where `iteration_ns` comes from: "ProfilerStep", "recorded span" or "none"."""
+        if self.step_ns is not None:
+            return "ProfilerStep"
+        return "recorded span" if self.span_ns is not None else "none"
+
+    @property
+    def gpu_inclusive_ns(self) -> int | None:
+        """Step start to the later of the step's end and the last recorded end."""
+        known = self.start_ns >= 0
+        if self.step_ns is None or not known.any():
+            return self.step_ns
+        return max(self.step_ns, int((self.start_ns[known] + self.dur_ns[known]).max()))
 
 
 def measured_rank(source: EtSource) -> MeasuredRank:

@@ -15,14 +15,16 @@ from typing import Any
 import numpy as np
 
 from lumos.errors import MissingExtraError
-from lumos.simulator.report.summary import Report, fmt_ns
+from lumos.simulator.report.summary import PART_LABELS, Report, fmt_ns
 from lumos.simulator.result import ProcKind, SimResult
 
 #: breakdown parts in drawing order, with their colours (also used by the HTML page).
 COLOURS = {
     "exposed_compute": "#4c72b0",
     "overlapped": "#55a868",
-    "exposed_comm": "#c44e52",
+    "exposed_transfer": "#c44e52",
+    "peer_wait": "#dd8452",
+    "backlog": "#937860",
     "idle": "#c8c8c8",
 }
 _TASK_COLOURS = {"compute": "#4c72b0", "comm": "#c44e52", "cpu": "#8172b2"}
@@ -42,7 +44,8 @@ def _pyplot() -> Any:
 
 
 def breakdown_png(report: Report, path: str | Path) -> Path:
-    """Stacked bar per rank of exposed compute / overlapped / exposed comm / idle (ms)."""
+    """Stacked bar per rank of the breakdown's parts (ms): exposed compute, overlapped,
+    exposed transfer, wait for peers, GPU backlog, idle."""
     plt = _pyplot()
     ranks = sorted(report.ranks, key=lambda r: r.rank)
     x = np.arange(len(ranks))
@@ -50,7 +53,7 @@ def breakdown_png(report: Report, path: str | Path) -> Path:
     bottom = np.zeros(len(ranks))
     for part, colour in COLOURS.items():
         values = np.array([r.breakdown.parts()[part] for r in ranks], dtype=float) / 1e6
-        ax.bar(x, values, bottom=bottom, color=colour, label=part.replace("_", " "))
+        ax.bar(x, values, bottom=bottom, color=colour, label=PART_LABELS[part])
         bottom += values
     ax.set_xticks(x, [str(r.rank) for r in ranks], fontsize=7 if len(ranks) > 32 else 9)
     ax.set_xlabel("rank")
@@ -100,22 +103,23 @@ def timeline_png(result: SimResult, path: str | Path, rank: int | None = None) -
 def breakdown_html(report: Report, path: str | Path) -> Path:
     """A self-contained HTML page: breakdown bars per rank and the critical path's top."""
     esc = html.escape
-    longest = max((r.iteration_time_ns for r in report.ranks), default=0) or 1
+    longest = max((r.breakdown.iteration_ns for r in report.ranks), default=0) or 1
     bars = []
     for r in sorted(report.ranks, key=lambda r: r.rank):
         parts = r.breakdown.parts()
         segs = "".join(
             f'<span style="width:{100 * v / longest:.3f}%;background:{COLOURS[k]}" '
-            f'title="{k}: {esc(fmt_ns(v))}"></span>'
+            f'title="{PART_LABELS[k]}: {esc(fmt_ns(v))}"></span>'
             for k, v in parts.items()
             if v
         )
         bars.append(
             f"<tr><td>{r.rank}</td><td>{esc(fmt_ns(r.iteration_time_ns))}</td>"
+            f"<td>{esc(fmt_ns(r.breakdown.iteration_ns))}</td>"
             f'<td class="bar">{segs}</td></tr>'
         )
     legend = " ".join(
-        f'<span class="key" style="background:{c}"></span>{k.replace("_", " ")}'
+        f'<span class="key" style="background:{c}"></span>{esc(PART_LABELS[k])}'
         for k, c in COLOURS.items()
     )
     path_rows = ""
@@ -135,7 +139,9 @@ td.bar span{{display:inline-block;height:14px}}
 </style></head><body>
 <h1>Simulated step ({esc(report.mode)}): {esc(fmt_ns(report.iteration_time_ns))}</h1>
 <p>{legend}</p>
-<table><tr><th>rank</th><th>iteration</th><th>breakdown</th></tr>{"".join(bars)}</table>
+<p>step: the CPU loop's window (what ProfilerStep measures); the bars split the
+GPU-inclusive step; idle means starved.</p>
+<table><tr><th>rank</th><th>step</th><th>GPU-incl.</th><th>breakdown</th></tr>{"".join(bars)}</table>
 <h2>Critical path: top contributors</h2>
 <table><tr><th>name</th><th>category</th><th>time</th><th>share</th></tr>{path_rows}</table>
 </body></html>

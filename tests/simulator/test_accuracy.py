@@ -134,7 +134,9 @@ def test_event_sync_waits_for_the_gpu_only_with_sync_edges(tmp_path: Path) -> No
 @pytest.mark.slow
 def test_dlrm_eight_ranks_aligned_replay_within_one_percent(tmp_path: Path) -> None:
     """DLRM 8×V100: ranks end ProfilerStep#10 together but start it up to 7.5 ms apart;
-    replaying every rank from t = 0 was off by up to +46% per rank."""
+    replaying every rank from t = 0 was off by up to +46% per rank. The CPU loops never
+    wait for the GPU here, so the skew shows in the GPU-inclusive step (the last NCCL
+    kernels), not in the CPU window."""
     inputs = [
         fixture_path(f"{DLRM}/dlrm_pytorch_et.tar.gz"),
         fixture_path(f"{DLRM}/dlrm_kineto.tar.gz"),
@@ -145,6 +147,7 @@ def test_dlrm_eight_ranks_aligned_replay_within_one_percent(tmp_path: Path) -> N
     _assert_within(aligned, 1.0)
     starts = {r.rank: r.start_ns for r in simulate(prefix).ranks}
     assert starts[1] == 0 and 7_000_000 < starts[7] < 8_000_000
+    assert aligned.max_abs_gpu_error_pct is not None and aligned.max_abs_gpu_error_pct < 1.0
     unaligned = _replay(prefix, align_ranks=False)
-    assert unaligned.max_abs_rank_error_pct is not None
-    assert unaligned.max_abs_rank_error_pct > 40.0
+    assert unaligned.max_abs_gpu_error_pct is not None
+    assert unaligned.max_abs_gpu_error_pct > 40.0

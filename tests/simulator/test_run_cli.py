@@ -50,5 +50,6 @@ def test_simulate_writes_plots(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["simulate", str(et), "--plot", str(tmp_path / "p")])
     assert result.exit_code == 0, result.output
     html = (tmp_path / "p.breakdown.html").read_text()
-    assert "exposed comm" in html.lower() and "rank" in html.lower()
+    assert "exposed transfer" in html.lower() and "wait for peers" in html.lower()
+    assert "idle (starved)" in html.lower() and "rank" in html.lower()
     assert f"plot: {tmp_path / 'p.breakdown.html'}" in result.output

@@ -34,7 +34,14 @@ def test_intersection_of_two_run_sets() -> None:
 
 def test_breakdown_of_clips_to_the_window() -> None:
     b = breakdown_of(3, (0, 50), (arr(-10, 40), arr(20, 90)), (arr(10), arr(45)))
-    assert b.parts() == {"exposed_compute": 15, "overlapped": 15, "exposed_comm": 20, "idle": 0}
+    assert b.parts() == {
+        "exposed_compute": 15,
+        "overlapped": 15,
+        "exposed_transfer": 20,
+        "peer_wait": 0,
+        "backlog": 0,
+        "idle": 0,
+    }
     assert b.rank == 3 and b.iteration_ns == 50
 
 
@@ -47,18 +54,32 @@ def test_overlap_rank_breakdown_matches_the_drawn_timeline() -> None:
     assert b.compute_ns == 70 and b.comm_ns == 50
 
 
-def test_waiting_for_peers_or_for_the_gpu_counts_as_idle() -> None:
+def test_a_sync_waiting_for_the_gpu_is_not_compute() -> None:
     sync, _ = sync_rank()
     b = rank_breakdown(sync)
     # only the kernel [10,90) counts; the host sync is not GPU compute
-    assert b.parts() == {"exposed_compute": 80, "overlapped": 0, "exposed_comm": 0, "idle": 15}
+    assert b.parts() == {
+        "exposed_compute": 80,
+        "overlapped": 0,
+        "exposed_transfer": 0,
+        "peer_wait": 0,
+        "backlog": 0,
+        "idle": 15,
+    }
 
 
 def test_cpu_only_rank_counts_its_threads_as_compute() -> None:
     rank, _ = late_peer_rank()  # long_cpu on a thread, all-reduce on a stream
     b = rank_breakdown(rank)
     assert b.basis == "cpu"
-    assert b.parts() == {"exposed_compute": 50, "overlapped": 0, "exposed_comm": 50, "idle": 0}
+    assert b.parts() == {
+        "exposed_compute": 50,
+        "overlapped": 0,
+        "exposed_transfer": 50,
+        "peer_wait": 0,
+        "backlog": 0,
+        "idle": 0,
+    }
 
 
 def test_breakdown_of_every_rank() -> None:

@@ -19,7 +19,9 @@ def test_report_json_has_iteration_times_breakdown_and_critical_path() -> None:
     assert out["ranks"][0]["breakdown"] == {
         "exposed_compute_ns": 40,
         "overlapped_ns": 30,
-        "exposed_comm_ns": 20,
+        "exposed_transfer_ns": 20,
+        "peer_wait_ns": 0,  # the all-reduce's wait [40,50) runs under the gemm
+        "backlog_ns": 0,
         "idle_ns": 10,
         "basis": "gpu",
     }

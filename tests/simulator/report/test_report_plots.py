@@ -19,7 +19,7 @@ def test_html_page_has_a_bar_per_rank_and_the_critical_path(tmp_path: Path) -> N
     text = page.read_text()
     assert page.name == "run.breakdown.html"
     assert text.count('<td class="bar">') == 2
-    assert 'width:40.000%;background:#4c72b0" title="exposed_compute: 40 ns"' in text
+    assert 'width:40.000%;background:#4c72b0" title="exposed compute: 40 ns"' in text
     assert "<td>long_cpu</td>" in text
 
 
