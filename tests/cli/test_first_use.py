@@ -86,8 +86,11 @@ def test_hw_says_communication_only_was_repriced(ddp_et: Path) -> None:
 
 
 def test_compare_names_its_overall_row(ddp_et: Path) -> None:
+    # aligned or not, the overall row is the slowest rank on each side (issue 9: never
+    # the span from the first start to the last end, which adds the entry skew)
     code, output = run("compare", str(ddp_et))
-    assert code == 0 and "all ranks (span)" in output and "max" not in output
+    assert code == 0 and "slowest rank" in output and "span" not in output
+    assert "max" not in output
     code, output = run("compare", str(ddp_et), "--no-align-ranks")
     assert code == 0 and "slowest rank" in output
     code, output = run("compare", str(ddp_et), "--no-align-ranks", "--json")
