@@ -1,0 +1,130 @@
+"""`sweep()`: enumerate a space, estimate every plan not yet in the journal, rank them.
+
+The journal (`<output>.journal.jsonl` beside the results table) is the source of truth:
+each finished plan is appended the moment it returns, so a killed sweep resumes where
+it stopped; the table and plots are rebuilt from the journal at the end of every run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lumos import __version__
+from lumos.hwconfigs.load import load_system
+from lumos.simulator.sweep.engines import Work, run_local, run_ray
+from lumos.simulator.sweep.evaluate import evaluate
+from lumos.simulator.sweep.journal import Journal
+from lumos.simulator.sweep.space import SweepSpace, enumerate_plans, plan_key
+from lumos.simulator.sweep.table import ranked, write_table
+from lumos.simulator.workload.spec import load_model
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(slots=True)
+class SweepResult:
+    """What a sweep found: ranked rows, what was skipped, and where the outputs are."""
+
+    space: SweepSpace
+    rows: list[dict[str, Any]]
+    grid_points: int
+    rejected: Counter[str]
+    resumed: int
+    ran: int
+    failed: int
+    table: Path
+    journal: Path
+    wall_s: float
+    plots: list[Path] = field(default_factory=list)
+
+    @property
+    def best(self) -> dict[str, Any] | None:
+        return next((r for r in self.rows if not r.get("error") and r.get("fits")), None)
+
+    def to_json(self, top: int | None = None) -> dict[str, Any]:
+        rows = self.rows if top is None else self.rows[:top]
+        return {
+            "space": self.space.to_json(),
+            "grid_points": self.grid_points,
+            "valid_plans": len(self.rows),
+            "rejected": dict(sorted(self.rejected.items())),
+            "resumed": self.resumed,
+            "estimated": self.ran,
+            "failed": self.failed,
+            "table": str(self.table),
+            "plans": rows,
+            "timing": {"wall_s": round(self.wall_s, 3)},
+        }
+
+
+def journal_path(table: Path) -> Path:
+    return table.with_name(table.name + ".journal.jsonl")
+
+
+def sweep(
+    space: SweepSpace,
+    output: str | Path,
+    *,
+    executor: str = "local",
+    workers: int = 1,
+    ray_address: str | None = None,
+    progress: Progress | None = None,
+    work: Work = evaluate,
+) -> SweepResult:
+    """Estimate every valid plan of `space`; write the ranked table to `output`.
+
+    Raises ConfigError for an unknown model/hardware/option, a journal of another sweep,
+    or an unknown executor; MissingExtraError for Ray or Parquet without their extras.
+    """
+    t0 = time.perf_counter()
+    output = Path(output)
+    model = load_model(space.model)
+    system = load_system(space.hw)
+    found = enumerate_plans(space, model, system.gpus_per_node)
+    journal = Journal(journal_path(output), {"space": space.to_json(), "lumos": __version__})
+    points = [
+        {
+            "key": plan_key(p),
+            "model": space.model,
+            "hw": space.hw,
+            "gpus": space.gpus,
+            "plan": p.to_dict(),
+        }
+        for p in found.plans
+    ]
+    todo = [p for p in points if p["key"] not in journal.done]
+    resumed = len(points) - len(todo)
+    if executor == "local":
+        results = run_local(todo, work, workers)
+    elif executor == "ray":
+        results = run_ray(todo, work, workers, ray_address)
+    else:
+        from lumos.errors import ConfigError
+
+        raise ConfigError(f"unknown executor {executor!r} (local or ray)")
+    done = 0
+    for _, row in results:
+        journal.record(row)
+        done += 1
+        if progress:
+            progress(resumed + done, len(points))
+    keys = {p["key"] for p in points}
+    rows = ranked(r for k, r in journal.done.items() if k in keys)
+    write_table(rows, output)
+    return SweepResult(
+        space=space,
+        rows=rows,
+        grid_points=found.grid_points,
+        rejected=found.rejected,
+        resumed=resumed,
+        ran=done,
+        failed=sum(1 for r in rows if r.get("error")),
+        table=output,
+        journal=journal.path,
+        wall_s=time.perf_counter() - t0,
+    )

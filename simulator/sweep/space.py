@@ -1,0 +1,124 @@
+"""The plan space of a sweep: the grid a user asks for, and the plans in it that are valid.
+
+A plan is valid when its degrees multiply to the GPU count (DP is what is left), TP stays
+inside one node (placement puts TP innermost), and the model and batch can take it
+(`ParallelPlan.check`: heads and FFN divisible by TP, layers filling PP x VP chunks,
+GBS a multiple of MBS x DP, sequence chunks for CP, the interleaved schedule's
+micro-batch rule). Memory fit is not a validity rule: plans that do not fit are estimated
+and flagged, so a planner sees how far off they are.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from itertools import product
+from typing import Any
+
+from lumos.errors import ConfigError
+from lumos.simulator.workload.plan import ParallelPlan, Precision, Recompute
+from lumos.simulator.workload.spec import ModelSpec
+
+
+@dataclass(frozen=True, slots=True)
+class SweepSpace:
+    """What to search: the fixed job (model, GPUs, batch, sequence, hardware) and the grid."""
+
+    model: str
+    gpus: int
+    gbs: int
+    seq: int
+    hw: str = "h100"
+    tp: tuple[int, ...] = (1, 2, 4, 8)
+    pp: tuple[int, ...] = (1, 2, 4, 8)
+    cp: tuple[int, ...] = (1,)
+    vp: tuple[int, ...] = (1,)
+    mbs: tuple[int, ...] = (1, 2)
+    zero: tuple[int, ...] = (1,)
+    recompute: tuple[str, ...] = ("none", "selective", "full")
+    precision: tuple[str, ...] = ("bf16",)
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+
+
+@dataclass(slots=True)
+class Enumeration:
+    """The valid plans of a space, and how many grid points each rule turned away."""
+
+    plans: list[ParallelPlan]
+    grid_points: int
+    rejected: Counter[str] = field(default_factory=Counter)
+
+
+def plan_key(plan: ParallelPlan) -> str:
+    """A stable text key of a plan (the journal and the results table use it)."""
+    return (
+        f"tp{plan.tp}-pp{plan.pp}-vp{plan.vp}-cp{plan.cp}-dp{plan.dp}-mbs{plan.mbs}"
+        f"-z{plan.zero}-{plan.recompute.value}-{plan.precision.value}"
+    )
+
+
+def _rule(message: str) -> str:
+    """The rule a ConfigError names, without the numbers (for counting)."""
+    text = message.removeprefix("plan: ")
+    return text.split(" must ")[0].split(" cannot ")[0].split(" needs ")[0].split(" is ")[0]
+
+
+def enumerate_plans(space: SweepSpace, model: ModelSpec, gpus_per_node: int) -> Enumeration:
+    """Every valid plan of `space` for `model` on nodes of `gpus_per_node` GPUs.
+
+    Raises ConfigError when a grid value is not a positive integer or a known option.
+    """
+    for name in ("tp", "pp", "cp", "vp", "mbs"):
+        if not getattr(space, name) or min(getattr(space, name)) < 1:
+            raise ConfigError(
+                f"sweep: --{name} needs positive integers, got {getattr(space, name)}"
+            )
+    recomputes = [_option(Recompute, r, "recompute") for r in space.recompute]
+    precisions = [_option(Precision, p, "precision") for p in space.precision]
+    grid = list(
+        product(
+            space.tp, space.pp, space.cp, space.vp, space.mbs, space.zero, recomputes, precisions
+        )
+    )
+    out = Enumeration(plans=[], grid_points=len(grid))
+    for tp, pp, cp, vp, mbs, zero, rec, prec in grid:
+        model_parallel = tp * pp * cp
+        if space.gpus % model_parallel:
+            out.rejected["tp x pp x cp does not divide the GPU count"] += 1
+            continue
+        if tp > gpus_per_node:
+            out.rejected["tp larger than a node"] += 1
+            continue
+        if vp > 1 and pp == 1:
+            out.rejected["virtual stages without pipeline parallelism"] += 1
+            continue
+        plan = ParallelPlan(
+            tp=tp,
+            pp=pp,
+            dp=space.gpus // model_parallel,
+            cp=cp,
+            vp=vp,
+            mbs=mbs,
+            gbs=space.gbs,
+            seq=space.seq,
+            zero=zero,
+            precision=prec,
+            recompute=rec,
+        )
+        try:
+            plan.check(model)
+        except ConfigError as exc:
+            out.rejected[_rule(str(exc))] += 1
+            continue
+        out.plans.append(plan)
+    return out
+
+
+def _option(enum: Any, value: str, what: str) -> Any:
+    try:
+        return enum(value.lower())
+    except ValueError:
+        choices = ", ".join(e.value for e in enum)
+        raise ConfigError(f"sweep: unknown {what} {value!r} (choose from {choices})") from None

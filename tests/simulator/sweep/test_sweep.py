@@ -1,0 +1,201 @@
+"""Sweep: plan enumeration rules (exact counts), journal resume, failures, engines agree."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from lumos.errors import ConfigError
+from lumos.simulator.sweep.journal import Journal
+from lumos.simulator.sweep.pareto import pareto_front, pareto_html
+from lumos.simulator.sweep.runner import journal_path, sweep
+from lumos.simulator.sweep.space import SweepSpace, enumerate_plans, plan_key
+from lumos.simulator.sweep.table import ranked
+from lumos.simulator.workload.spec import ModelSpec
+
+TOY = ModelSpec(name="toy", layers=8, hidden=1024, heads=16, kv_heads=16, ffn=4096, vocab=32000)
+
+
+def test_enumeration_counts_every_rule_exactly() -> None:
+    space = SweepSpace(
+        model="toy",
+        gpus=16,
+        gbs=32,
+        seq=2048,
+        tp=(1, 2, 4, 8, 16),
+        pp=(1, 2, 4),
+        mbs=(1, 2),
+        recompute=("none",),
+    )
+    found = enumerate_plans(space, TOY, gpus_per_node=8)
+    # 5 tp x 3 pp x 2 mbs = 30 points; tp 16 exceeds a node (3 pp x 2 mbs = 6);
+    # tp 8 x pp 4 = 32 does not divide 16 GPUs (2); the other 22 are valid
+    assert found.grid_points == 30
+    assert len(found.plans) == 22
+    assert found.rejected == {
+        "tp larger than a node": 6,
+        "tp x pp x cp does not divide the GPU count": 2,
+    }
+    assert all(p.tp * p.pp * p.cp * p.dp == 16 for p in found.plans)
+    assert len({plan_key(p) for p in found.plans}) == 22
+
+
+def test_enumeration_applies_the_model_and_batch_rules() -> None:
+    # 12 heads: tp 8 cannot split them; gbs 8 with dp 16 cannot hold one micro-batch each;
+    # 8 layers cannot fill pp 4 x vp 4 chunks; vp > 1 needs pp > 1
+    model = ModelSpec(name="odd", layers=8, hidden=768, heads=12, kv_heads=12, ffn=3072, vocab=1000)
+    space = SweepSpace(
+        model="odd",
+        gpus=16,
+        gbs=8,
+        seq=1024,
+        tp=(1, 4, 8),
+        pp=(1, 4),
+        vp=(1, 4),
+        mbs=(1,),
+        recompute=("none",),
+    )
+    found = enumerate_plans(space, model, gpus_per_node=8)
+    valid = {(p.tp, p.pp, p.vp) for p in found.plans}
+    # tp1pp1: dp 16 > gbs 8 -> out; tp1pp4: dp 4 ok, vp4 -> 16 chunks > 8 layers -> out
+    # tp4pp1: dp 4 ok (vp 4 without pp -> out); tp4pp4: dp 1 ok, vp 4 -> out; tp 8: heads -> out
+    assert valid == {(1, 4, 1), (4, 1, 1), (4, 4, 1)}
+    assert sum(found.rejected.values()) == found.grid_points - 3
+
+
+def test_unknown_option_is_a_clear_error() -> None:
+    space = SweepSpace(model="toy", gpus=8, gbs=8, seq=512, recompute=("sometimes",))
+    with pytest.raises(ConfigError, match="unknown recompute 'sometimes'"):
+        enumerate_plans(space, TOY, gpus_per_node=8)
+
+
+def fake_work(point: dict[str, Any]) -> dict[str, Any]:
+    """A deterministic stand-in for `evaluate` (fast, picklable); plan tp4-pp2 fails."""
+    plan = point["plan"]
+    if plan["tp"] == 4 and plan["pp"] == 2:
+        return {"key": point["key"], **plan, "error": "injected failure"}
+    if os.environ.get("LUMOS_TEST_SLOW_WORK"):
+        time.sleep(0.2)
+    step = 1.0 + 0.1 * plan["pp"] + 0.05 / plan["tp"] + 0.01 * plan["mbs"]
+    memory = 80.0 / plan["tp"] / plan["pp"] + 4 * plan["mbs"]
+    return {
+        "key": point["key"],
+        **plan,
+        "tokens_per_s_per_gpu": 1e4 / step,
+        "iteration_time_s": step,
+        "mfu": 0.4 / step,
+        "memory_gb_per_gpu": memory,
+        "fits": memory <= 60,
+        "compute_s": step,
+        "exposed_tp_s": 0.0,
+        "exposed_cp_s": 0.0,
+        "exposed_dp_s": 0.0,
+        "exposed_pp_s": 0.0,
+        "bubble_s": 0.0,
+    }
+
+
+SMALL = SweepSpace(
+    model="llama3-8b",
+    gpus=16,
+    gbs=64,
+    seq=2048,
+    tp=(1, 2, 4, 8),
+    pp=(1, 2, 4),
+    mbs=(1, 2),
+    recompute=("none",),
+)
+
+
+def test_one_failing_plan_is_reported_not_fatal(tmp_path: Path) -> None:
+    result = sweep(SMALL, tmp_path / "r.csv", work=fake_work)
+    failed = [r for r in result.rows if r.get("error")]
+    assert result.failed == len(failed) == 2  # tp4-pp2, mbs 1 and 2
+    assert all(r["error"] == "injected failure" for r in failed)
+    assert result.rows[-1].get("error") and not result.rows[0].get("error")
+    best = result.best
+    assert best is not None and best["fits"]
+    text = (tmp_path / "r.csv").read_text().splitlines()
+    assert text[0].startswith("rank,key,tp,pp") and len(text) == len(result.rows) + 1
+
+
+def test_torn_journal_line_is_redone(tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    full = sweep(SMALL, out, work=fake_work)
+    path = journal_path(out)
+    lines = path.read_bytes().split(b"\n")
+    # keep the header and 5 rows, then half a row as a kill mid-write would leave
+    path.write_bytes(b"\n".join(lines[:6]) + b"\n" + lines[6][:20])
+    again = sweep(SMALL, out, work=fake_work)
+    assert again.resumed == 5 and again.ran == len(full.rows) - 5
+    assert [r["key"] for r in again.rows] == [r["key"] for r in full.rows]
+
+
+def test_journal_of_another_sweep_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    sweep(SMALL, out, work=fake_work)
+    other = SweepSpace(model="llama3-8b", gpus=32, gbs=64, seq=2048, recompute=("none",))
+    with pytest.raises(ConfigError, match="another sweep"):
+        Journal(journal_path(out), {"space": other.to_json()})
+
+
+def test_local_pool_gives_the_same_table_as_one_process(tmp_path: Path) -> None:
+    one = sweep(SMALL, tmp_path / "a.csv", work=fake_work, workers=1)
+    two = sweep(SMALL, tmp_path / "b.csv", work=fake_work, workers=2)
+    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+    assert one.ran == two.ran == len(one.rows)
+
+
+def test_pareto_front_and_page(tmp_path: Path) -> None:
+    rows = ranked(
+        fake_work({"key": f"k{i}", "plan": {"tp": tp, "pp": pp, "mbs": 1}})
+        for i, (tp, pp) in enumerate([(1, 1), (2, 1), (8, 1), (8, 2), (4, 4)])
+    )
+    front = pareto_front(rows)
+    mems = [r["memory_gb_per_gpu"] for r in front]
+    tps = [r["tokens_per_s_per_gpu"] for r in front]
+    assert mems == sorted(mems) and tps == sorted(tps)  # more memory only for more speed
+    for r in rows:  # nothing that fits beats a front point on both axes
+        if r.get("fits") and not r.get("error"):
+            assert not any(
+                r["memory_gb_per_gpu"] <= f["memory_gb_per_gpu"]
+                and r["tokens_per_s_per_gpu"] > f["tokens_per_s_per_gpu"]
+                for f in front
+            )
+    page = pareto_html(rows, tmp_path / "p.html", "toy", 80.0).read_text()
+    assert page.count("<circle") == sum(1 for r in rows if not r.get("error"))
+    assert "<script" not in page and "Pareto front" in page
+
+
+def test_killed_sweep_resumes_without_redoing_plans(tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    code = (
+        "import sys; from lumos.simulator.sweep.runner import sweep\n"
+        "from tests.simulator.sweep.test_sweep import SMALL, fake_work\n"
+        f"sweep(SMALL, {str(out)!r}, work=fake_work)\n"
+    )
+    env = {**os.environ, "LUMOS_TEST_SLOW_WORK": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=Path(__file__).parents[3])
+    path = journal_path(out)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_bytes().count(b"\n") >= 4:
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    kept = [orjson.loads(x) for x in path.read_bytes().split(b"\n")[1:] if x.strip()]
+    assert 3 <= len(kept) < 22
+    resumed = sweep(SMALL, out, work=fake_work)
+    assert resumed.resumed == len(kept) and resumed.ran == len(resumed.rows) - len(kept)
+    fresh = sweep(SMALL, tmp_path / "fresh.csv", work=fake_work)
+    assert out.read_bytes() == (tmp_path / "fresh.csv").read_bytes()
+    assert fresh.ran == len(fresh.rows)
