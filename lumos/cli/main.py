@@ -60,6 +60,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "estimate_command",
         "Step time, MFU and memory of a plan, no trace.",
     ),
+    "sweep": (
+        "lumos.cli.sweep",
+        "sweep_command",
+        "Search the parallel-plan space of a job; rank plans by tokens/s/GPU.",
+    ),
     "export": (
         "lumos.cli.export",
         "export_group",

@@ -67,6 +67,11 @@ class _Progress:
 @click.option("--zero", default="1", help="ZeRO stages to try (0, 1, 3).")
 @click.option("--recompute", default="none,selective,full", help="Activation recomputation.")
 @click.option("--precision", default="bf16", help="bf16 and/or fp8.")
+@click.option(
+    "--simulate-infeasible",
+    is_flag=True,
+    help="Also simulate plans that do not fit in GPU memory (default: size them only).",
+)
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local")
 @click.option("--workers", type=click.IntRange(min=1), default=2, help="Plans estimated at once.")
 @click.option(
@@ -104,6 +109,7 @@ def sweep_command(
     zero: str,
     recompute: str,
     precision: str,
+    simulate_infeasible: bool,
     executor: str,
     workers: int,
     ray_address: str | None,
@@ -135,6 +141,7 @@ def sweep_command(
     result = sweep(
         space,
         output,
+        simulate_infeasible=simulate_infeasible,
         executor=executor,
         workers=workers,
         ray_address=ray_address,
@@ -187,6 +194,10 @@ def _print(result: SweepResult, top: int) -> None:
     for r in rows[: top or None]:
         if r.get("error"):
             table.add_row(str(r["rank"]), r["key"], f"error: {r['error']}", *[""] * 9)
+            continue
+        if r.get("tokens_per_s_per_gpu") is None:
+            gb = f"{r['memory_gb_per_gpu']:.1f}"
+            table.add_row(str(r["rank"]), r["key"], "-", "-", "-", gb, "NO", *["-"] * 5)
             continue
         table.add_row(
             str(r["rank"]),

@@ -36,19 +36,50 @@ def plan_from_dict(data: dict[str, Any]) -> ParallelPlan:
     return ParallelPlan(**values)
 
 
-def evaluate(point: dict[str, Any]) -> dict[str, Any]:
-    """Estimate `point` = {key, model, hw, gpus, plan}; a failure becomes an error row.
+def plan_memory_gb(model: str, plan: ParallelPlan, hw: str) -> tuple[float, bool]:
+    """Memory per GPU of the busiest stage and whether it fits, without simulating.
 
-    Every lumos error and any unexpected exception are caught: one failing plan is
-    reported in the table, never fatal to the sweep.
+    Uses the generator's own accounting (weights, gradients, optimizer shards, the
+    schedule's in-flight activations, workspace) on the schedule alone, so it costs
+    milliseconds where a simulation costs seconds.
+    """
+    from lumos.hwconfigs.load import load_system
+    from lumos.simulator.costmodel.kernels import KernelModel
+    from lumos.simulator.workload.generate import Generator
+    from lumos.simulator.workload.memory import estimate_memory
+    from lumos.simulator.workload.schedule import in_flight, stage_order
+    from lumos.simulator.workload.spec import load_model
+
+    gen = Generator(load_model(model), plan, KernelModel.for_gpu(load_system(hw).gpu))
+    params, alive = [], []
+    for stage in range(plan.pp):
+        chunks = [gen.vstage(stage, c) for c in range(plan.vp)]
+        params.append(sum(sum(gen.chunk_params(v)) for v in chunks))
+        layers = sum(gen.chunk_layers[v] for v in chunks) / len(chunks)
+        order = stage_order(plan.pp, plan.vp, plan.microbatches, stage)
+        alive.append(in_flight(order) * layers)
+    memory = estimate_memory(gen.ctx, params, alive, gen.ctx.km.physics.workspace_gb)
+    return memory.total_gb, memory.fits
+
+
+def evaluate(point: dict[str, Any]) -> dict[str, Any]:
+    """Estimate `point` = {key, model, hw, gpus, plan[, simulate_infeasible]}.
+
+    A plan that does not fit in memory is not simulated (its row has the memory figure
+    and `fits` false) unless `simulate_infeasible` is set. Every lumos error and any
+    unexpected exception become an error row: one failing plan is reported in the
+    table, never fatal to the sweep.
     """
     from lumos.simulator.workload.step import estimate
 
     row: dict[str, Any] = {"key": point["key"], **point["plan"]}
+    plan = plan_from_dict(point["plan"])
     try:
-        result = estimate(
-            point["model"], plan_from_dict(point["plan"]), point["hw"], gpus=point["gpus"]
-        )
+        if not point.get("simulate_infeasible"):
+            memory_gb, fits = plan_memory_gb(point["model"], plan, point["hw"])
+            if not fits:
+                return {**row, "memory_gb_per_gpu": memory_gb, "fits": False}
+        result = estimate(point["model"], plan, point["hw"], gpus=point["gpus"])
     except LumosError as exc:
         return {**row, "error": str(exc)}
     except Exception as exc:  # a bug in one plan must not end the sweep

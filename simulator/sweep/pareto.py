@@ -42,9 +42,10 @@ def pareto_html(
     rows: list[dict[str, Any]], path: Path, title: str, capacity_gb: float | None
 ) -> Path:
     """Write the scatter + front page; returns `path`."""
-    pts = [r for r in rows if not r.get("error")]
+    pts = [r for r in rows if r.get("tokens_per_s_per_gpu") is not None]
+    sized = [r for r in rows if r.get("tokens_per_s_per_gpu") is None and not r.get("error")]
     front = pareto_front(rows)
-    mem = [r["memory_gb_per_gpu"] for r in pts] + ([capacity_gb] if capacity_gb else [])
+    mem = [r["memory_gb_per_gpu"] for r in pts + sized] + ([capacity_gb] if capacity_gb else [])
     tps = [r["tokens_per_s_per_gpu"] for r in pts]
     sx = _scale(0.0, max(mem, default=1.0) * 1.05, PAD, W - 20)
     sy = _scale(0.0, max(tps, default=1.0) * 1.05, H - PAD, 20)
@@ -74,6 +75,15 @@ def pareto_html(
             f'cy="{sy(r["tokens_per_s_per_gpu"]):.1f}" r="4" fill="{colour}">'
             f"<title>{tip}</title></circle>"
         )
+    for r in sized:  # did not fit and was not simulated: a grey tick on the memory axis
+        x = sx(r["memory_gb_per_gpu"])
+        tip = html.escape(
+            f"{r['key']}: {r['memory_gb_per_gpu']:.1f} GB, does not fit (not simulated)"
+        )
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{H - PAD - 8}" x2="{x:.1f}" y2="{H - PAD}" '
+            f'stroke="#aaa" stroke-width="2"><title>{tip}</title></line>'
+        )
     line = " ".join(
         f"{sx(r['memory_gb_per_gpu']):.1f},{sy(r['tokens_per_s_per_gpu']):.1f}" for r in front
     )
@@ -100,8 +110,9 @@ def pareto_html(
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
         "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 10px;text-align:right}"
         "td:first-child{text-align:left}</style></head><body>"
-        f"<h1>{html.escape(title)}</h1><p>{len(pts)} plans estimated; blue fit in memory, grey "
-        "do not; the red line is the Pareto front (no fitting plan is faster with less memory)."
+        f"<h1>{html.escape(title)}</h1><p>{len(pts)} plans simulated; blue fit in memory, grey "
+        f"do not; {len(sized)} more do not fit and were only sized (grey ticks on the memory "
+        "axis). The red line is the Pareto front (no fitting plan is faster with less memory)."
         f"</p>{''.join(parts)}<h2>Pareto front</h2><table><tr><th>plan</th><th>tokens/s/GPU"
         f"</th><th>GB/GPU</th><th>step (s)</th></tr>{rows_html}</table></body></html>"
     )
@@ -114,7 +125,7 @@ def pareto_png(
 ) -> Path:
     """The same picture as a PNG (needs the `plot` extra)."""
     plt = _pyplot()
-    pts = [r for r in rows if not r.get("error")]
+    pts = [r for r in rows if r.get("tokens_per_s_per_gpu") is not None]
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     for fits, colour, label in ((True, "#4c72b0", "fits"), (False, "#c8c8c8", "does not fit")):
         sel = [r for r in pts if bool(r.get("fits")) == fits]

@@ -74,9 +74,13 @@ def sweep(
     workers: int = 1,
     ray_address: str | None = None,
     progress: Progress | None = None,
+    simulate_infeasible: bool = False,
     work: Work = evaluate,
 ) -> SweepResult:
     """Estimate every valid plan of `space`; write the ranked table to `output`.
+
+    Plans that do not fit in memory are sized but not simulated unless
+    `simulate_infeasible`.
 
     Raises ConfigError for an unknown model/hardware/option, a journal of another sweep,
     or an unknown executor; MissingExtraError for Ray or Parquet without their extras.
@@ -86,7 +90,8 @@ def sweep(
     model = load_model(space.model)
     system = load_system(space.hw)
     found = enumerate_plans(space, model, system.gpus_per_node)
-    journal = Journal(journal_path(output), {"space": space.to_json(), "lumos": __version__})
+    identity = {**space.to_json(), "simulate_infeasible": simulate_infeasible}
+    journal = Journal(journal_path(output), {"space": identity, "lumos": __version__})
     points = [
         {
             "key": plan_key(p),
@@ -94,6 +99,7 @@ def sweep(
             "hw": space.hw,
             "gpus": space.gpus,
             "plan": p.to_dict(),
+            "simulate_infeasible": simulate_infeasible,
         }
         for p in found.plans
     ]

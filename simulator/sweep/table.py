@@ -2,7 +2,8 @@
 
 Rows come from the journal. Feasible plans (they fit in memory) rank first, by tokens/s/GPU
 (ties by shorter step, then the plan key, so the order is stable); plans that do not fit
-follow; plans that failed are listed last with their error. Written as CSV (standard
+follow (simulated ones first, then those only sized, by memory); plans that failed are
+listed last with their error. Written as CSV (standard
 library) or Parquet (`.parquet`, with the `parquet` extra's pyarrow), atomically.
 """
 
@@ -45,7 +46,9 @@ def ranked(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
     def order(row: dict[str, Any]) -> tuple[int, float, float, str]:
         if row.get("error"):
-            return (2, 0.0, 0.0, row["key"])
+            return (3, 0.0, 0.0, row["key"])
+        if row.get("tokens_per_s_per_gpu") is None:  # did not fit, not simulated
+            return (2, float(row.get("memory_gb_per_gpu", 0.0)), 0.0, row["key"])
         return (
             0 if row.get("fits") else 1,
             -float(row["tokens_per_s_per_gpu"]),

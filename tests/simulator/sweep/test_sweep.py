@@ -36,13 +36,14 @@ def test_enumeration_counts_every_rule_exactly() -> None:
         recompute=("none",),
     )
     found = enumerate_plans(space, TOY, gpus_per_node=8)
-    # 5 tp x 3 pp x 2 mbs = 30 points; tp 16 exceeds a node (3 pp x 2 mbs = 6);
-    # tp 8 x pp 4 = 32 does not divide 16 GPUs (2); the other 22 are valid
+    # 5 tp x 3 pp x 2 mbs = 30 points. tp x pp must divide 16 GPUs: tp 16 with pp 2 or 4
+    # and tp 8 with pp 4 do not (3 x 2 mbs = 6); tp 16 x pp 1 divides but exceeds a node
+    # of 8 (2); the other 22 are valid
     assert found.grid_points == 30
     assert len(found.plans) == 22
     assert found.rejected == {
-        "tp larger than a node": 6,
-        "tp x pp x cp does not divide the GPU count": 2,
+        "tp larger than a node": 2,
+        "tp x pp x cp does not divide the GPU count": 6,
     }
     assert all(p.tp * p.pp * p.cp * p.dp == 16 for p in found.plans)
     assert len({plan_key(p) for p in found.plans}) == 22
@@ -199,3 +200,83 @@ def test_killed_sweep_resumes_without_redoing_plans(tmp_path: Path) -> None:
     fresh = sweep(SMALL, tmp_path / "fresh.csv", work=fake_work)
     assert out.read_bytes() == (tmp_path / "fresh.csv").read_bytes()
     assert fresh.ran == len(fresh.rows)
+
+
+def test_ray_local_cluster_gives_the_same_table_as_the_local_pool(tmp_path: Path) -> None:
+    pytest.importorskip("ray", reason="Ray is the optional lumos[ray] extra")
+    local = sweep(SMALL, tmp_path / "local.csv", work=fake_work, workers=2)
+    ray_run = sweep(SMALL, tmp_path / "ray.csv", work=fake_work, workers=2, executor="ray")
+    assert ray_run.ran == local.ran == len(local.rows)
+    assert (tmp_path / "ray.csv").read_bytes() == (tmp_path / "local.csv").read_bytes()
+
+
+def test_sizing_without_simulating_matches_the_full_estimate() -> None:
+    from lumos.simulator.sweep.evaluate import plan_memory_gb
+    from lumos.simulator.workload.plan import ParallelPlan, Recompute
+    from lumos.simulator.workload.step import estimate
+
+    for plan in (
+        ParallelPlan(tp=2, pp=2, dp=2, mbs=1, gbs=16, seq=1024),
+        ParallelPlan(tp=1, pp=4, dp=2, vp=2, mbs=2, gbs=32, seq=1024, recompute=Recompute.FULL),
+    ):
+        gb, fits = plan_memory_gb("gpt3-350m", plan, "h100")
+        full = estimate("gpt3-350m", plan, "h100")
+        assert gb == pytest.approx(full.memory.total_gb, rel=1e-12) and fits == full.fits
+
+
+def test_parquet_table_has_every_column(tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet", reason="Parquet is the lumos[parquet] extra")
+    result = sweep(SMALL, tmp_path / "r.parquet", work=fake_work)
+    table = pq.read_table(tmp_path / "r.parquet")
+    assert table.num_rows == len(result.rows)
+    assert {"tp", "pp", "dp", "mbs", "tokens_per_s_per_gpu", "fits", "error"} <= set(
+        table.column_names
+    )
+    assert table.column("key").to_pylist() == [r["key"] for r in result.rows]
+
+
+def test_cli_sweep_estimates_real_plans_and_sizes_the_rest(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from lumos.cli.main import cli
+
+    args = [
+        "sweep",
+        "--model",
+        "gpt3-1.3b",
+        "--gpus",
+        "16",
+        "--gbs",
+        "64",
+        "--seq",
+        "2048",
+        "--tp",
+        "1,2,4",
+        "--pp",
+        "1,2",
+        "--mbs",
+        "1,4",
+        "--recompute",
+        "none",
+        "--workers",
+        "1",
+        "-o",
+        str(tmp_path / "r.csv"),
+        "--plot",
+        str(tmp_path / "p"),
+        "--json",
+        "--top",
+        "0",
+    ]
+    out = CliRunner().invoke(cli, args)
+    assert out.exit_code == 0, out.output
+    data = orjson.loads(out.output)
+    plans = data["plans"]
+    assert data["valid_plans"] == len(plans) == 12 and data["failed"] == 0
+    simulated = [p for p in plans if p.get("tokens_per_s_per_gpu") is not None]
+    assert simulated and all(p["fits"] for p in simulated)
+    speeds = [p["tokens_per_s_per_gpu"] for p in simulated]
+    assert speeds == sorted(speeds, reverse=True)
+    for p in simulated:  # the table's figures are the estimate's own
+        assert p["iteration_time_s"] * p["tokens_per_s_per_gpu"] * 16 == pytest.approx(64 * 2048)
+    assert (tmp_path / "p.html").read_text().count("<circle") == len(simulated)
