@@ -13,7 +13,7 @@ cost does not grow with the number of ranks beyond their nodes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -78,6 +78,8 @@ class Plan:
     inst_members: list[list[int]] = field(default_factory=list)
     inst_exit: list[list[int] | None] = field(default_factory=list)
     free_at: list[tuple[int, int]] = field(default_factory=list)
+    #: astra mode: per instance, arrival times -> per-member finish times (None: together)
+    inst_finish: list[Callable[[Sequence[int]], list[int]] | None] = field(default_factory=list)
     sync_args: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
     stream_of: list[dict[int, int]] = field(default_factory=list)
     slot_start: list[int] = field(default_factory=list)

@@ -27,7 +27,7 @@ from lumos.errors import ConfigError, SimulationError, ValidationError
 from lumos.progress import report
 from lumos.simulator.align import align_ranks
 from lumos.simulator.backlog import stream_backlog
-from lumos.simulator.comm_cost import CommCoster
+from lumos.simulator.comm_cost import ASTRA_PRICED, CommCoster
 from lumos.simulator.costmodel.estimate import estimate_graph, needs_estimates
 from lumos.simulator.costmodel.roofline import CostModel
 from lumos.simulator.fold import Folding, find_folding, identity
@@ -120,6 +120,10 @@ def _simulate(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: 
         if isinstance(source, (str, Path))
         else list(source)
     )
+    if mode is Mode.ASTRA and isinstance(source, (str, Path)):
+        from lumos.simulator.network.astra import check_binary_rules
+
+        check_binary_rules(source, opts.pricer, opts.comm_groups)
     notes: list[str] = []
     graphs = _estimate(graphs, mode, opts, notes)
     t_load = time.perf_counter()
@@ -129,7 +133,10 @@ def _simulate(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: 
     folding = find_folding(graphs, alignment.offsets) if opts.fold else identity(graphs)
     by_rank = {g.rank: g for g in graphs}
     sim_graphs = [by_rank[r] for r in folding.simulated]
-    instances = match_collectives(sim_graphs, problems) + match_p2p(
+    # astra mode: collectives ASTRA-sim does not simulate wait their own duration on
+    # each rank, unsynchronised (as the binary replays them), so they form no instance
+    types = ASTRA_PRICED if mode is Mode.ASTRA else None
+    instances = match_collectives(sim_graphs, problems, types) + match_p2p(
         sim_graphs, folding.rep, problems
     )
     if problems:
@@ -242,6 +249,14 @@ def _attach_comms(
     plan.inst_dur = list(map(coster.instance_ns, instances))
     if clock is not None:
         plan.inst_exit = list(map(coster.member_exits, instances))
+    finish = getattr(pricer, "member_finish", None)
+    if mode is Mode.ASTRA and finish is not None:
+        plan.inst_finish = [
+            finish(inst.comm_type, inst.size, inst.group)
+            if inst.kind == "coll" and len(inst.members) == len(inst.group)
+            else None
+            for inst in instances
+        ]
     if mode is Mode.REPLAY or pricer is None:
         return coster.priced
     for k, g in enumerate(graphs):

@@ -76,6 +76,7 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
     unlimited, is_stream, by_id = plan.unlimited, plan.is_stream, plan.by_id
     inst_dur, inst_members = plan.inst_dur, plan.inst_members
     inst_exit = plan.inst_exit or [None] * len(inst_dur)
+    inst_finish = plan.inst_finish
     has_match = np.flatnonzero(plan.match >= 0)
     match = dict(zip(has_match.tolist(), plan.match[has_match].tolist(), strict=True))
     wait_in_gap = plan.wait_in_gap.tolist()
@@ -135,8 +136,13 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
             members = inst_members[m]
             if arrived[m] == len(members):
                 t0 = latest[m]
+                ends = inst_finish[m] if inst_finish else None
                 exits = inst_exit[m]
-                if exits is None:
+                if ends is not None:  # astra mode: each member ends at its own time
+                    for u, e in zip(members, ends([start[u] for u in members]), strict=True):
+                        wait[u] = t0 - start[u]
+                        heappush(heap, (e << shift) | (u << 3) | FINISH_SPECIAL)
+                elif exits is None:
                     e = (t0 + inst_dur[m]) << shift
                     for u in members:
                         wait[u] = t0 - start[u]

@@ -14,12 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lumos.converters.astra_sim.bundle import BundleFiles, run_command, write_bundle
+from lumos.converters.astra_sim.bundle import (
+    BACKEND_BINARY,
+    BundleFiles,
+    shell_command,
+    write_bundle,
+)
 from lumos.converters.astra_sim.config import AstraCommGroups, AstraNetworkConfig, AstraSystemConfig
 from lumos.converters.astra_sim.config_files import load_astra_network, load_astra_system
 from lumos.converters.astra_sim.graph import build_rank_graph
 from lumos.converters.astra_sim.groups import GroupTable
-from lumos.converters.astra_sim.hw import astra_memory, astra_network, astra_system
+from lumos.converters.astra_sim.hw import astra_memory, astra_network, astra_system, one_dimensional
 from lumos.converters.astra_sim.nodes import Fix, Kind
 from lumos.converters.astra_sim.preflight import PreflightReport
 from lumos.converters.astra_sim.readme import render_readme
@@ -44,6 +49,8 @@ class ExportRequest:
     comm_groups_file: Path | None = None
     options: ExportOptions = field(default_factory=ExportOptions)
     force: bool = False
+    #: analytical backend the bundle is for: congestion-unaware or congestion-aware (1-D).
+    backend: str = "congestion-unaware"
 
 
 @dataclass(slots=True)
@@ -64,6 +71,7 @@ class ExportSummary:
     preflight: PreflightReport
     network: AstraNetworkConfig
     system: AstraSystemConfig
+    backend: str = "congestion-unaware"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (`--json`)."""
@@ -80,12 +88,17 @@ class ExportSummary:
             "notes": self.notes,
             "comm_groups": self.groups,
             "network": self.network.to_dict(),
-            "run": " ".join(run_command(self.prefix)),
+            "backend": self.backend,
+            "run": shell_command(self.prefix),
         }
 
 
 def export_astra_sim(request: ExportRequest) -> ExportSummary:
     """Write an ASTRA-sim bundle for a trace. Raises ExportError / ConfigError, writes nothing."""
+    if request.backend not in BACKEND_BINARY:
+        raise ConfigError(
+            f"unknown ASTRA-sim backend {request.backend!r}; one of {', '.join(BACKEND_BINARY)}"
+        )
     sources = find_et_sources(request.target)
     world = len(sources)
     network, system, config_notes = _configs(request, world)
@@ -125,6 +138,7 @@ def export_astra_sim(request: ExportRequest) -> ExportSummary:
         comm_groups=AstraCommGroups(
             tuple(sorted((gid, members) for members, gid in groups.ids.items()))
         ),
+        backend=request.backend,
     )
     summary = _summary(request, prefix, exports, groups, network, system, config_notes)
 
@@ -165,6 +179,23 @@ def _configs(
         raise ConfigError(
             "give --hw (a lumos hardware config) or --astra-sim-system (an ASTRA-sim file)"
         )
+    if request.backend == "congestion-aware" and network.num_dims > 1:
+        if request.network_file is not None:
+            raise ConfigError(
+                f"{request.network_file}: the congestion-aware backend accepts one-dimensional "
+                f"networks only ('only support 1-dim topology'); this one has "
+                f"{network.num_dims}; give a 1-D network or use --astra-backend "
+                "congestion-unaware"
+            )
+        network, note = one_dimensional(network)
+        notes.append(note)
+        if request.system_file is None and spec is not None:
+            system = astra_system(spec, 1)
+        elif system.num_dims != 1:
+            raise ConfigError(
+                f"{request.system_file}: lists {system.num_dims} implementations per "
+                "collective; the congestion-aware backend's 1-D network needs one"
+            )
     return network, system, notes
 
 
@@ -215,6 +246,7 @@ def _summary(
         preflight=PreflightReport(prefix, len(exports)),
         network=network,
         system=system,
+        backend=request.backend,
     )
 
 

@@ -86,3 +86,23 @@ def astra_system(system: SystemSpec, num_dims: int) -> AstraSystemConfig:
 def astra_memory() -> AstraMemoryConfig:
     """Remote memory off: an export never has memory nodes."""
     return AstraMemoryConfig(MemoryType.NO_MEMORY_EXPANSION)
+
+
+def one_dimensional(network: AstraNetworkConfig) -> tuple[AstraNetworkConfig, str]:
+    """The network collapsed to one dimension for the congestion-aware backend (it
+    rejects more): a Switch of every NPU with the slowest dimension's link, since a ring
+    over all ranks is paced by its slowest hops. Returns it and a note stating the mapping."""
+    slowest = min(range(network.num_dims), key=lambda d: network.bandwidth_gbps[d])
+    flat = AstraNetworkConfig(
+        topology=(AstraTopology.SWITCH,),
+        npus_count=(network.num_npus,),
+        bandwidth_gbps=(network.bandwidth_gbps[slowest],),
+        latency_ns=(max(network.latency_ns),),
+    )
+    note = (
+        f"congestion-aware backend (1-D only): the {network.num_dims}-D network "
+        f"{list(network.npus_count)} is written as one Switch of {network.num_npus} NPUs at "
+        f"the slowest dimension's {network.bandwidth_gbps[slowest]} GB/s and the largest "
+        f"latency {max(network.latency_ns)} ns"
+    )
+    return flat, note

@@ -20,6 +20,8 @@ from lumos.proto import pb
 #: Collectives ASTRA-sim simulates on the network.
 SIMULATED_COLLECTIVES = frozenset({pb.ALL_REDUCE, pb.ALL_GATHER, pb.ALL_TO_ALL, pb.REDUCE_SCATTER})
 INT32_MAX = 2**31 - 1
+#: comm_size of the ALL_REDUCE a BARRIER becomes: one float, as NCCL's barrier.
+BARRIER_BYTES = 4
 INT64_MAX = 2**63 - 1
 
 
@@ -181,6 +183,19 @@ def _collective(
     if comm_type == pb.REDUCE_SCATTER_BLOCK:
         fixes.append(_fix(rank, node, "REDUCE_SCATTER_BLOCK exported as REDUCE_SCATTER"))
         comm_type = pb.REDUCE_SCATTER
+    elif comm_type == pb.BARRIER:
+        fixes.append(
+            _fix(
+                rank,
+                node,
+                f"BARRIER exported as an ALL_REDUCE of {BARRIER_BYTES} B over its group "
+                "(how NCCL runs a barrier; ASTRA-sim has no barrier)",
+            )
+        )
+        out.attr.append(make_attr("comm_type", pb.ALL_REDUCE))
+        out.attr.append(make_attr("comm_size", BARRIER_BYTES))
+        _group_attrs(out, target)
+        return
     elif comm_type not in SIMULATED_COLLECTIVES and comm_type != pb.BROADCAST:
         type_name = pb.CollectiveCommType.Name(comm_type)
         if not replay_unsupported:
@@ -194,8 +209,13 @@ def _collective(
         comm_type = pb.BROADCAST
     out.attr.append(make_attr("comm_type", comm_type))
     size = _comm_size(node, rank, fixes, required=comm_type != pb.BROADCAST)
-    if size is not None:
-        out.attr.append(make_attr("comm_size", size))
+    # ASTRA-sim reads comm_size of every collective before it looks at the type: a
+    # BROADCAST without it never finishes (the rank hangs and the binary exits 0)
+    out.attr.append(make_attr("comm_size", 0 if size is None else size))
+    _group_attrs(out, target)
+
+
+def _group_attrs(out: pb.Node, target: CommTarget | None) -> None:
     if target is not None:
         if target.group_id is not None:
             out.attr.append(make_attr("pg_name", str(target.group_id)))

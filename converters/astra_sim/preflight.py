@@ -57,14 +57,57 @@ def preflight_bundle(bundle: str | Path) -> PreflightReport:
     problems: list[str] = []
     network, system = _configs(root, problems)
     groups = _comm_groups(root / "comm_group.json", problems)
+    report = check_workload(root / "workload", network, system, groups, problems, bundle=True)
+    _raise(root, problems)
+    report.groups = len(groups)
+    return report
+
+
+def preflight_workload(
+    workload: str | Path,
+    network: AstraNetworkConfig,
+    system: AstraSystemConfig,
+    groups: dict[int, tuple[int, ...]],
+) -> PreflightReport:
+    """The rules whose breach stops the real binary (a throw, a rank that never
+    finishes, a 0-cycle run) on any workload: what lumos's astra mode refuses too.
+    Raises ExportError listing every problem found."""
+    problems: list[str] = []
+    report = check_workload(workload, network, system, groups, problems, bundle=False)
+    _raise(Path(workload), problems)
+    return report
+
+
+def _raise(root: Path, problems: list[str]) -> None:
+    if problems:
+        shown = "\n  ".join(problems[:25])
+        more = f"\n  ... and {len(problems) - 25} more" if len(problems) > 25 else ""
+        raise ExportError(
+            f"pre-flight of {root} failed, ASTRA-sim would not run it: {len(problems)} "
+            f"problem(s)\n  {shown}{more}"
+        )
+
+
+def check_workload(
+    workload: str | Path,
+    network: AstraNetworkConfig | None,
+    system: AstraSystemConfig | None,
+    groups: dict[int, tuple[int, ...]],
+    problems: list[str],
+    *,
+    bundle: bool,
+) -> PreflightReport:
+    """Append to `problems` every rule the workload breaks; `bundle` adds the rules an
+    export holds itself to (no CPU, metadata or memory nodes)."""
     try:
-        sources = find_et_sources(root / "workload")
+        sources = find_et_sources(workload)
     except LumosError as exc:
-        raise ExportError(f"{root}: {exc}") from None
+        raise ExportError(f"{workload}: {exc}") from None
     report = PreflightReport(sources[0].prefix, len(sources))
     if network is not None and network.num_npus != len(sources):
         problems.append(
-            f"network.yml has {network.num_npus} NPUs but workload/ has {len(sources)} rank "
+            f"network.yml has {network.num_npus} NPUs but {Path(workload).name}/ has "
+            f"{len(sources)} rank "
             "files (ASTRA-sim opens one per NPU)"
         )
     graphs: list[RankGraph] = []
@@ -81,7 +124,7 @@ def preflight_bundle(bundle: str | Path) -> PreflightReport:
             problems.append(str(exc))
             continue
         graphs.append(graph)
-        _check_nodes(graph, network, system, groups, len(sources), problems, report)
+        _check_nodes(graph, network, system, groups, len(sources), problems, report, bundle)
     if len(graphs) == len(sources) and not problems:
         seqs, mismatch = collective_sequences(graphs, groups)
         pairs, unpaired = pair_point_to_point(graphs)
@@ -95,14 +138,6 @@ def preflight_bundle(bundle: str | Path) -> PreflightReport:
                 "send/recv moves a byte, so ASTRA-sim reports a 0-cycle run; export a trace "
                 "with measured durations, or num_ops/tensor_size with roofline enabled"
             )
-    if problems:
-        shown = "\n  ".join(problems[:25])
-        more = f"\n  ... and {len(problems) - 25} more" if len(problems) > 25 else ""
-        raise ExportError(
-            f"pre-flight of {root} failed, ASTRA-sim would not run it: {len(problems)} "
-            f"problem(s)\n  {shown}{more}"
-        )
-    report.groups = len(groups)
     return report
 
 
@@ -161,6 +196,7 @@ def _check_nodes(
     world: int,
     problems: list[str],
     report: PreflightReport,
+    bundle: bool,
 ) -> None:
     if not graph.nodes:
         problems.append(f"{graph.path}: no nodes (ASTRA-sim needs at least one per rank)")
@@ -168,13 +204,16 @@ def _check_nodes(
     for pos, node in enumerate(graph.nodes):
         where = graph.label(pos)
         report.nodes += 1
-        if node.type not in RUNNABLE:
+        if node.type in (pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE) or (
+            bundle and node.type not in RUNNABLE
+        ):
             problems.append(
                 f"{where}: {pb.NodeType.Name(node.type)} in an export breaks ASTRA-sim "
                 "(memory nodes are fatal with NO_MEMORY_EXPANSION); re-export to drop it"
             )
             continue
-        if get_attr(node, "is_cpu_op"):
+        is_comm = node.type in (pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)
+        if get_attr(node, "is_cpu_op") and (bundle or is_comm):
             problems.append(
                 f"{where}: is_cpu_op=true (ASTRA-sim throws on a CPU comm node and CPU nodes "
                 "skew its statistics); set is_cpu_op=false or drop the node"
@@ -187,7 +226,8 @@ def _check_nodes(
                     "(ASTRA-sim skips it in 0 ns); set both or disable roofline"
                 )
             continue
-        _check_comm(graph, pos, network, groups, world, problems, report)
+        if is_comm:
+            _check_comm(graph, pos, network, groups, world, problems, report)
 
 
 def _check_comm(
@@ -203,16 +243,22 @@ def _check_comm(
     size_attr = next((a for a in node.attr if a.name == "comm_size"), None)
     size = get_attr(node, "comm_size")
     comm_type = get_attr(node, "comm_type")
-    needs_size = node.type != pb.COMM_COLL_NODE or comm_type in SIMULATED_COLLECTIVES
-    if size_attr is not None and attr_field(size_attr) != "int64_val":
+    p2p = node.type != pb.COMM_COLL_NODE
+    if size_attr is None:
+        problems.append(
+            f"{where}: no comm_size (ASTRA-sim reads it before anything else, so the rank never "
+            "finishes: 'unreleased nodes', exit 0; a BROADCAST too); set comm_size (int64 "
+            "bytes)"
+        )
+    elif attr_field(size_attr) != "int64_val":
         problems.append(
             f"{where}: comm_size stored as {attr_field(size_attr)} (readers that read int64 see "
             "0, issue #224); store it as int64_val"
         )
-    elif needs_size and (not isinstance(size, int) or size <= 0):
+    elif not isinstance(size, int) or size < 0 or (p2p and size == 0):
         problems.append(
-            f"{where}: no positive comm_size (ASTRA-sim never finishes it: 'unreleased "
-            "nodes'); set comm_size (int64 bytes)"
+            f"{where}: comm_size={size!r}; a send/recv needs a positive size, a collective one "
+            ">= 0 (int64 bytes)"
         )
     if node.type == pb.COMM_COLL_NODE:
         report.collectives += 1
@@ -226,8 +272,11 @@ def _check_comm(
     is_send = node.type == pb.COMM_SEND_NODE
     report.sends += is_send
     report.recvs += not is_send
+    own_name = "comm_src" if is_send else "comm_dst"
     for name in INT32_FIELDS:
         found = next((a for a in node.attr if a.name == name), None)
+        if found is None and name == own_name:
+            continue  # ASTRA-sim fills in the issuing rank
         if found is None or attr_field(found) != "int32_val":
             problems.append(f"{where}: {name} missing or not int32_val; ASTRA-sim needs it")
     own = get_attr(node, "comm_src" if is_send else "comm_dst")

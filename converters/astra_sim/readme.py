@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lumos.converters.astra_sim.bundle import run_command
+from lumos.converters.astra_sim.bundle import BACKEND_BINARY, shell_command
 
 if TYPE_CHECKING:
     from lumos.converters.astra_sim.export import ExportSummary
@@ -21,10 +21,13 @@ def render_readme(summary: ExportSummary) -> str:
         "",
         "Written by `lumos export astra-sim`; it passed lumos's pre-flight (ASTRA-sim's",
         "load rules, collective matching per group, send/recv pairing, no cross-rank wait",
-        "cycle, something to simulate). Run it with `./run.sh` (set ASTRA_SIM_BIN), i.e.:",
+        "cycle, something to simulate). Run it with `./run.sh` (set ASTRA_SIM_BIN to",
+        f"`{BACKEND_BINARY[summary.backend]}`, the {summary.backend} backend it was written "
+        "for); it fails unless every rank prints its `sys[N] finished` line, and prints",
+        "the step time. The command it runs:",
         "",
         "```",
-        " \\\n  ".join(run_command(summary.prefix)),
+        shell_command(summary.prefix),
         "```",
         "",
         "## Workload",
@@ -41,6 +44,12 @@ def render_readme(summary: ExportSummary) -> str:
         "(ctrl_deps); ids follow that topological order (ASTRA-sim issues ready nodes in "
         "ascending id, one compute and one communication op at a time).",
         "- `source_id` on every node is its id in the source ET.",
+        "- collectives ASTRA-sim has no algorithm for: BARRIER becomes an ALL_REDUCE of 4 B "
+        "over its group (how NCCL runs a barrier: it synchronises the members and costs "
+        "the network latency); BROADCAST (and, with `--replay-unsupported-comms`, REDUCE, "
+        "GATHER, SCATTER) waits its recorded duration on each rank, unsynchronised, as "
+        "ASTRA-sim replays it; every collective carries `comm_size` (ASTRA-sim reads it "
+        "before the type).",
         "",
         "## Communicator groups (comm_group.json)",
         "",

@@ -108,15 +108,22 @@ def export_rank(
     result = RankExport(graph.rank, graph.path, [], Counter(kinds))
     kept_order = [p for p in order if kept[p]]
     gaps = _idle_gaps(graph, kept_order, folded, chain) if options.cpu_gaps is CpuGaps.DELAY else {}
-    new_id: dict[int, int] = {}
+    # every node is mapped before any is linked: a refused node must not leave its
+    # dependents pointing at an id that was never assigned, and every refusal is listed
+    mapped: dict[int, pb.Node] = {}
     problems: list[str] = []
     for pos in kept_order:
-        source = graph.nodes[pos]
         try:
-            node = _exported(graph.rank, source, kinds[pos], groups, npus_count, options, result)
+            mapped[pos] = _exported(
+                graph.rank, graph.nodes[pos], kinds[pos], groups, npus_count, options, result
+            )
         except ExportError as exc:
             problems.append(str(exc))
-            continue
+    if problems:
+        raise ExportError(f"rank {graph.rank}: " + _listed(problems))
+    new_id: dict[int, int] = {}
+    for pos in kept_order:
+        node = mapped[pos]
         data = [new_id[d] for d in folded[pos]]
         ctrl = [new_id[chain[pos]]] if pos in chain and new_id[chain[pos]] not in data else []
         gap = gaps.get(pos, 0)
@@ -134,8 +141,6 @@ def export_rank(
         node.ctrl_deps.extend(ctrl)
         new_id[pos] = node.id
         result.nodes.append(node)
-    if problems:
-        raise ExportError(f"rank {graph.rank}: " + _listed(problems))
     tail = _tail_gap(graph, kept_order) if options.cpu_gaps is CpuGaps.DELAY else 0
     if tail >= options.min_gap_ns:
         _append_tail(result, tail)

@@ -42,6 +42,19 @@ def export_group() -> None:
     is_flag=True,
     help="Replay collectives ASTRA-sim cannot simulate by their recorded duration.",
 )
+@click.option(
+    "--astra-backend",
+    "backend",
+    type=click.Choice(["congestion-unaware", "congestion-aware"]),
+    default="congestion-unaware",
+    help="ASTRA-sim analytical backend the bundle is for (congestion-aware: 1-D network).",
+)
+@click.option(
+    "--run",
+    "run_binary",
+    is_flag=True,
+    help="Run the bundle on ASTRA-sim ($ASTRA_SIM_BIN) and compare it with lumos per rank.",
+)
 @force_option
 @json_option
 @handle_errors
@@ -55,6 +68,8 @@ def astra_sim_command(
     cpu_gaps: str,
     strict: bool,
     replay_unsupported_comms: bool,
+    backend: str,
+    run_binary: bool,
     force: bool,
     as_json: bool,
 ) -> None:
@@ -79,12 +94,52 @@ def astra_sim_command(
             comm_groups_file=_path(comm_groups),
             options=options,
             force=force,
+            backend=backend,
         )
     )
+    comparison = _compare(summary) if run_binary else None
     if as_json:
-        echo_json(summary.to_dict())
-    else:
-        _print(summary)
+        data = summary.to_dict()
+        if comparison is not None:
+            data["astra_sim_run"] = comparison
+        echo_json(data)
+        return
+    _print(summary)
+    if comparison is not None:
+        _print_comparison(comparison)
+
+
+def _compare(summary: ExportSummary) -> dict[str, object]:
+    """Run the bundle on the real binary and in lumos's astra mode; per-rank times."""
+    from lumos.converters.astra_sim.binary import find_binary, run_bundle
+    from lumos.simulator.network.astra import simulate_bundle
+
+    run = run_bundle(summary.bundle, find_binary(summary.backend), summary.ranks)
+    lumos, wall = simulate_bundle(summary.bundle, summary.backend)
+    return {
+        "binary": run.binary,
+        "astra_sim_ns": run.finish_ns,
+        "lumos_ns": lumos,
+        "astra_sim_wall_s": round(run.wall_s, 4),
+        "lumos_wall_s": round(wall, 4),
+    }
+
+
+def _print_comparison(data: dict[str, object]) -> None:
+    real = list(data["astra_sim_ns"])  # type: ignore[call-overload]
+    ours = list(data["lumos_ns"])  # type: ignore[call-overload]
+    click.echo(f"ASTRA-sim ({data['binary']}) vs lumos astra mode, per rank (ns):")
+    worst = 0.0
+    for rank, (a, b) in enumerate(zip(real, ours, strict=True)):
+        rel = (b - a) / a * 100 if a else 0.0
+        worst = max(worst, abs(rel))
+        click.echo(f"  rank {rank:>4}: ASTRA-sim {a:>14,}  lumos {b:>14,}  {rel:+.4f}%")
+    same = sum(a == b for a, b in zip(real, ours, strict=True))
+    click.echo(
+        f"step: ASTRA-sim {max(real):,} ns, lumos {max(ours):,} ns; {same} of {len(real)} "
+        f"ranks identical, worst {worst:.4f}%; wall: ASTRA-sim {data['astra_sim_wall_s']} s, "
+        f"lumos {data['lumos_wall_s']} s"
+    )
 
 
 def _path(value: str | None) -> Path | None:

@@ -22,7 +22,7 @@ chunk interleaving follows ASTRA-sim's queue rule but has no published output to
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +33,8 @@ from lumos.converters.astra_sim.config import (
     CollectiveOptimization,
 )
 from lumos.converters.astra_sim.config_files import load_astra_network, load_astra_system
-from lumos.errors import SimulationError
+from lumos.errors import ExportError, SimulationError, ValidationError
+from lumos.simulator.network.astra_members import chunked_finish, ring_finish, ring_steps
 
 ALL_REDUCE, ALL_GATHER, ALL_TO_ALL, REDUCE_SCATTER = 0, 2, 6, 7
 _NAMES = {
@@ -116,19 +117,64 @@ class AstraPricer:
                 f"ASTRA-sim simulates all-reduce, all-gather, reduce-scatter and all-to-all only "
                 f"(comm_type {comm_type}; broadcast takes the node's recorded duration)"
             )
-        if len(ranks) <= 1 or size_bytes <= 0:
+        if len(ranks) <= 1:
             return 0
         for r in ranks:
             if not 0 <= r < self.num_npus:
                 raise SimulationError(f"rank {r} is outside the network's {self.num_npus} NPUs")
         splits = self.system.preferred_dataset_splits
-        chunk = max(size_bytes // splits, 1)
+        chunk = size_bytes // splits
+        if comm_type != ALL_GATHER and chunk < self.num_npus:
+            # ASTRA-sim's determine_chunk_size: a chunk is at least one byte per NPU
+            chunk, size_bytes = self.num_npus, splits * self.num_npus
+        chunk = max(chunk, 1)
         n_chunks = -(-size_bytes // chunk)
         if len(set(ranks)) == self.num_npus:
             phases = self._world_phases(comm_type, chunk)
         else:
             phases = [_Phase(-1, self._group_ring_ns(comm_type, chunk, ranks))]
         return _schedule([phases] * n_chunks, self.system.active_chunks_per_dimension)
+
+    def member_finish(
+        self, comm_type: int, size_bytes: int, ranks: Sequence[int]
+    ) -> Callable[[Sequence[int]], list[int]] | None:
+        """Finish time of each member (in `ranks` order) given their arrival times, as
+        ASTRA-sim runs a ring message by message (see `astra_members`); None where that
+        model does not apply (several dimensions per chunk, non-ring algorithms)."""
+        if comm_type not in _NAMES or len(ranks) <= 1:
+            return None
+        splits = self.system.preferred_dataset_splits
+        chunk = size_bytes // splits
+        if comm_type != ALL_GATHER and chunk < self.num_npus:
+            chunk, size_bytes = self.num_npus, splits * self.num_npus
+        chunk = max(chunk, 1)
+        n_chunks = -(-size_bytes // chunk)
+        group = list(ranks)
+        if len(set(group)) == self.num_npus:
+            active = [i for i, d in enumerate(self.dims) if d.size > 1]
+            if len(active) != 1:
+                return None
+            impl = self.system.implementation(_NAMES[comm_type])[active[0]]
+            if impl not in ("ring", "oneRing"):
+                return None
+        n = len(group)
+        steps, reducing, divisor = ring_steps(comm_type, n)
+        m = chunk // divisor
+        edges = []
+        for p in range(n):
+            dim, a, b = self._dim_between(group[p - 1], group[p])
+            edges.append(self.dims[dim].message_ns(m, self.dims[dim].hops(a, b)))
+        d, r = self.system.endpoint_delay_ns, self._reduce_ns(m)
+
+        def one_chunk(starts: list[int]) -> list[int]:
+            return ring_finish(starts, steps, reducing, edges, d, r)
+
+        slots = self.system.active_chunks_per_dimension
+
+        def finish(arrivals: Sequence[int]) -> list[int]:
+            return chunked_finish(arrivals, n_chunks, slots, one_chunk)
+
+        return finish
 
     def p2p_ns(self, size_bytes: int, src: int, dst: int) -> int:
         """One message on the first dimension where src and dst differ: N(S)."""
@@ -247,3 +293,49 @@ def _schedule(chunks: list[list[_Phase]], slots: int) -> int:
             heapq.heappush(ready, (finish, i, k + 1))
         end = max(end, finish)
     return end
+
+
+def check_binary_rules(
+    workload: str | Path, pricer: object, comm_groups: Mapping[str, Sequence[int]] | None
+) -> None:
+    """Refuse what the real binary cannot finish, by the export pre-flight's own rules.
+
+    Only when the pricer is an AstraPricer (its configs are the binary's). Raises
+    ValidationError listing every problem.
+    """
+    if not isinstance(pricer, AstraPricer):
+        return
+    from lumos.converters.astra_sim.groups import stoi
+    from lumos.converters.astra_sim.preflight import preflight_workload
+
+    groups: dict[int, tuple[int, ...]] = {}
+    for key, ranks in (comm_groups or {}).items():
+        gid = stoi(str(key))
+        if gid is not None and gid >= 1:
+            groups[gid] = tuple(sorted(int(r) for r in ranks))
+    try:
+        preflight_workload(workload, pricer.network, pricer.system, groups)
+    except ExportError as exc:
+        raise ValidationError(
+            [str(exc)], header="ASTRA-sim would not finish this workload"
+        ) from None
+
+
+def simulate_bundle(
+    bundle: str | Path, backend: str = "congestion-unaware"
+) -> tuple[list[int], float]:
+    """lumos's astra mode on an export bundle with its own configs: (finish ns per
+    rank, wall seconds)."""
+    import json
+    import time
+
+    from lumos.simulator.run import Mode, SimOptions, simulate
+
+    root = Path(bundle)
+    t0 = time.perf_counter()
+    pricer = AstraPricer.from_files(root / "system.json", root / "network.yml")
+    groups = json.loads((root / "comm_group.json").read_text())
+    result = simulate(
+        root / "workload", SimOptions(mode=Mode.ASTRA, pricer=pricer, comm_groups=groups)
+    )
+    return [r.iteration_time_ns for r in result.ranks], time.perf_counter() - t0

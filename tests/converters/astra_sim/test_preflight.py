@@ -89,20 +89,41 @@ def test_cycle(tmp_path: Path) -> None:
 
 
 def test_unsupported_collective_type_refused_or_replayed(tmp_path: Path) -> None:
-    barrier = node(5, "barrier", pb.COMM_COLL_NODE, comm_type=pb.BARRIER, comm_size=4, dur_us=3)
-    ranks = [[gpu(1), barrier], [gpu(1), barrier]]
+    gather = node(5, "gather", pb.COMM_COLL_NODE, comm_type=pb.GATHER, dur_us=3)
+    after = gpu(6, deps=(5,))  # a dependent of the refused node: no KeyError, a refusal
+    ranks = [[gpu(1), gather, after], [gpu(1), gather, after]]
     refused(
         tmp_path,
         ranks,
-        "rank 0 node 5 'barrier': ASTRA-sim cannot run a BARRIER",
+        "rank 0 node 5 'gather': ASTRA-sim cannot run a GATHER",
+        "rank 1 node 5 'gather'",
         "--replay-unsupported-comms",
     )
     summary = export(
         tmp_path / "in", tmp_path / "ok", options=ExportOptions(replay_unsupported_comms=True)
     )
-    assert any("BARRIER replayed by its duration" in str(f) for f in summary.fixes)
+    assert any("GATHER replayed by its duration" in str(f) for f in summary.fixes)
     _, nodes = read_et(tmp_path / "ok" / "workload" / "t.0.et")
-    assert attrs_dict(nodes[1])["comm_type"] == pb.BROADCAST and nodes[1].duration_micros == 3
+    attrs = attrs_dict(nodes[1])
+    # comm_size is written even without one in the trace: ASTRA-sim reads it first
+    assert attrs["comm_type"] == pb.BROADCAST and attrs["comm_size"] == 0
+    assert nodes[1].duration_micros == 3
+
+
+def test_barrier_becomes_a_small_all_reduce_of_its_group(tmp_path: Path) -> None:
+    """A gloo/NCCL barrier (no comm_size, a dependent after it) exports as an ALL_REDUCE
+    of 4 B over its members, with or without --replay-unsupported-comms."""
+    barrier = node(5, "barrier", pb.COMM_COLL_NODE, comm_type=pb.BARRIER, dur_us=3)
+    ranks = [[gpu(1), barrier, gpu(6, deps=(5,))] for _ in range(2)]
+    write_trace(tmp_path / "in", ranks)
+    for flag in (False, True):
+        out = tmp_path / f"b{flag}"
+        summary = export(tmp_path / "in", out, options=ExportOptions(replay_unsupported_comms=flag))
+        assert summary.preflight.collectives == 2
+        _, nodes = read_et(out / "workload" / "t.1.et")
+        attrs = attrs_dict(nodes[1])
+        assert (attrs["comm_type"], attrs["comm_size"]) == (pb.ALL_REDUCE, 4)
+        assert "BARRIER becomes an ALL_REDUCE of 4 B" in (out / "README.md").read_text()
 
 
 def test_nothing_to_simulate(tmp_path: Path) -> None:
