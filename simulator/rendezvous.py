@@ -44,16 +44,16 @@ def _order(g: RankGraph, nodes: np.ndarray) -> list[int]:
 
 
 def match_collectives(
-    graphs: Sequence[RankGraph], problems: list[str], types: Sequence[int] | None = None
+    graphs: Sequence[RankGraph], problems: list[str], only_types: Sequence[int] | None = None
 ) -> list[Instance]:
     """Collective instances over the simulated `graphs` (slots = positions in the list);
-    only collectives of `types` when given (the others run alone)."""
+    only collectives of `only_types` when given (the others run alone)."""
     slot_of = {g.rank: k for k, g in enumerate(graphs)}
     seqs: dict[tuple[int, ...], dict[int, list[int]]] = {}
     for k, g in enumerate(graphs):
         colls = np.nonzero(g.type == COLL)[0]
-        if types is not None:
-            colls = colls[np.isin(g.comm_type[colls], types)]
+        if only_types is not None:
+            colls = colls[np.isin(g.comm_type[colls], only_types)]
         by_group: dict[int, list[int]] = {}
         for gid in np.unique(g.group[colls]).tolist():
             by_group[gid] = _order(g, colls[g.group[colls] == gid])

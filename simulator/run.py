@@ -121,7 +121,7 @@ def _simulate(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: 
         else list(source)
     )
     if mode is Mode.ASTRA and isinstance(source, (str, Path)):
-        from lumos.simulator.network.astra import check_binary_rules
+        from lumos.simulator.network.binary_rules import check_binary_rules
 
         check_binary_rules(source, opts.pricer, opts.comm_groups)
     notes: list[str] = []

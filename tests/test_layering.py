@@ -48,6 +48,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "lumos.simulator.graph",
         "lumos.converters.astra_sim.config",
         "lumos.converters.astra_sim.config_files",
+        # astra mode refuses what the real binary cannot finish by the pre-flight's rules
+        "lumos.converters.astra_sim.preflight",
+        "lumos.converters.astra_sim.groups",
     ),
     "lumos.simulator": (
         "lumos.errors",

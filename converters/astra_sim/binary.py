@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lumos.converters.astra_sim.bundle import BACKEND_BINARY, run_command
+from lumos.converters.astra_sim.run_script import BACKEND_BINARY, run_command
 from lumos.errors import ConfigError, ExportError
 
 FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles")

@@ -14,12 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lumos.converters.astra_sim.bundle import (
-    BACKEND_BINARY,
-    BundleFiles,
-    shell_command,
-    write_bundle,
-)
+from lumos.converters.astra_sim.bundle import BundleFiles, write_bundle
 from lumos.converters.astra_sim.config import AstraCommGroups, AstraNetworkConfig, AstraSystemConfig
 from lumos.converters.astra_sim.config_files import load_astra_network, load_astra_system
 from lumos.converters.astra_sim.graph import build_rank_graph
@@ -28,6 +23,7 @@ from lumos.converters.astra_sim.hw import astra_memory, astra_network, astra_sys
 from lumos.converters.astra_sim.nodes import Fix, Kind
 from lumos.converters.astra_sim.preflight import PreflightReport
 from lumos.converters.astra_sim.readme import render_readme
+from lumos.converters.astra_sim.run_script import BACKEND_BINARY, shell_command
 from lumos.converters.astra_sim.workload import ExportOptions, RankExport, check_ranks, export_rank
 from lumos.converters.chakra.attrs import make_attr
 from lumos.converters.chakra.conventions import META_PRODUCER, META_RANK, META_WORLD_SIZE

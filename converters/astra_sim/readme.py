@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lumos.converters.astra_sim.bundle import BACKEND_BINARY, shell_command
+from lumos.converters.astra_sim.run_script import BACKEND_BINARY, shell_command
 
 if TYPE_CHECKING:
     from lumos.converters.astra_sim.export import ExportSummary

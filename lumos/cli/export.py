@@ -112,7 +112,6 @@ def astra_sim_command(
 def _compare(summary: ExportSummary) -> dict[str, object]:
     """Run the bundle on the real binary and in lumos's astra mode; per-rank times."""
     from lumos.converters.astra_sim.binary import find_binary, run_bundle
-    from lumos.simulator.network.astra import simulate_bundle
 
     run = run_bundle(summary.bundle, find_binary(summary.backend), summary.ranks)
     lumos, wall = simulate_bundle(summary.bundle, summary.backend)
@@ -177,3 +176,25 @@ def _print(summary: ExportSummary) -> None:
     for note in summary.notes:
         click.echo(f"note: {note}")
     click.echo(f"run: {summary.bundle / 'run.sh'}")
+
+
+def simulate_bundle(
+    bundle: str | Path, backend: str = "congestion-unaware"
+) -> tuple[list[int], float]:
+    """lumos's astra mode on an export bundle with its own configs: (finish ns per
+    rank, wall seconds). `backend` is recorded for the caller; both backends are timed
+    by the congestion-unaware model (see docs/export.md)."""
+    import json
+    import time
+
+    from lumos.simulator.network.astra import AstraPricer
+    from lumos.simulator.run import Mode, SimOptions, simulate
+
+    root = Path(bundle)
+    t0 = time.perf_counter()
+    pricer = AstraPricer.from_files(root / "system.json", root / "network.yml")
+    groups = json.loads((root / "comm_group.json").read_text())
+    result = simulate(
+        root / "workload", SimOptions(mode=Mode.ASTRA, pricer=pricer, comm_groups=groups)
+    )
+    return [r.iteration_time_ns for r in result.ranks], time.perf_counter() - t0

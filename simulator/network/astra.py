@@ -22,7 +22,7 @@ chunk interleaving follows ASTRA-sim's queue rule but has no published output to
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,8 +33,8 @@ from lumos.converters.astra_sim.config import (
     CollectiveOptimization,
 )
 from lumos.converters.astra_sim.config_files import load_astra_network, load_astra_system
-from lumos.errors import ExportError, SimulationError, ValidationError
-from lumos.simulator.network.astra_members import chunked_finish, ring_finish, ring_steps
+from lumos.errors import SimulationError
+from lumos.simulator.network.ring_members import chunked_finish, ring_finish, ring_steps
 
 ALL_REDUCE, ALL_GATHER, ALL_TO_ALL, REDUCE_SCATTER = 0, 2, 6, 7
 _NAMES = {
@@ -139,7 +139,7 @@ class AstraPricer:
         self, comm_type: int, size_bytes: int, ranks: Sequence[int]
     ) -> Callable[[Sequence[int]], list[int]] | None:
         """Finish time of each member (in `ranks` order) given their arrival times, as
-        ASTRA-sim runs a ring message by message (see `astra_members`); None where that
+        ASTRA-sim runs a ring message by message (see `ring_members`); None where that
         model does not apply (several dimensions per chunk, non-ring algorithms)."""
         if comm_type not in _NAMES or len(ranks) <= 1:
             return None
@@ -293,49 +293,3 @@ def _schedule(chunks: list[list[_Phase]], slots: int) -> int:
             heapq.heappush(ready, (finish, i, k + 1))
         end = max(end, finish)
     return end
-
-
-def check_binary_rules(
-    workload: str | Path, pricer: object, comm_groups: Mapping[str, Sequence[int]] | None
-) -> None:
-    """Refuse what the real binary cannot finish, by the export pre-flight's own rules.
-
-    Only when the pricer is an AstraPricer (its configs are the binary's). Raises
-    ValidationError listing every problem.
-    """
-    if not isinstance(pricer, AstraPricer):
-        return
-    from lumos.converters.astra_sim.groups import stoi
-    from lumos.converters.astra_sim.preflight import preflight_workload
-
-    groups: dict[int, tuple[int, ...]] = {}
-    for key, ranks in (comm_groups or {}).items():
-        gid = stoi(str(key))
-        if gid is not None and gid >= 1:
-            groups[gid] = tuple(sorted(int(r) for r in ranks))
-    try:
-        preflight_workload(workload, pricer.network, pricer.system, groups)
-    except ExportError as exc:
-        raise ValidationError(
-            [str(exc)], header="ASTRA-sim would not finish this workload"
-        ) from None
-
-
-def simulate_bundle(
-    bundle: str | Path, backend: str = "congestion-unaware"
-) -> tuple[list[int], float]:
-    """lumos's astra mode on an export bundle with its own configs: (finish ns per
-    rank, wall seconds)."""
-    import json
-    import time
-
-    from lumos.simulator.run import Mode, SimOptions, simulate
-
-    root = Path(bundle)
-    t0 = time.perf_counter()
-    pricer = AstraPricer.from_files(root / "system.json", root / "network.yml")
-    groups = json.loads((root / "comm_group.json").read_text())
-    result = simulate(
-        root / "workload", SimOptions(mode=Mode.ASTRA, pricer=pricer, comm_groups=groups)
-    )
-    return [r.iteration_time_ns for r in result.ranks], time.perf_counter() - t0

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from lumos.converters.astra_sim.bundle import BACKEND_BINARY
+from lumos.converters.astra_sim.run_script import BACKEND_BINARY
 from tests.conftest import REPO
 
 BUILD_SCRIPT = REPO.parent / "shared" / "tools" / "astra-sim" / "build.sh"

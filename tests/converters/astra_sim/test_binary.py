@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from lumos.cli.export import simulate_bundle
 from lumos.cli.main import cli
 from lumos.converters.astra_sim.binary import run_bundle
 from lumos.converters.astra_sim.config_files import load_astra_network
 from lumos.converters.astra_sim.workload import ExportOptions
 from lumos.converters.chakra.stream import read_et, write_et
 from lumos.proto import pb
-from lumos.simulator.network.astra import simulate_bundle
 from tests.conftest import DATA, fixture_path
 from tests.converters.astra_sim.test_export import (
     MICRO,

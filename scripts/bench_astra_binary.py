@@ -1,0 +1,89 @@
+"""lumos's astra mode vs the real ASTRA-sim binary on exported bundles: per-rank equality
+and wall time side by side (the same bundle, the same process).
+
+    python scripts/bench_astra_binary.py [--bin-dir DIR] [--aware]
+
+DIR holds AstraSim_Analytical_Congestion_{Unaware,Aware} (default: build.sh's cache).
+Prints one row per bundle: ranks, ranks identical, worst per-rank difference, step time
+of each, wall seconds of each and their ratio (binary / lumos). Converted captures are
+cached under /tmp/lumos_astra_bench.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+from lumos.cli.export import simulate_bundle
+from lumos.converters.astra_sim.binary import run_bundle
+from lumos.converters.astra_sim.export import ExportRequest, export_astra_sim
+from lumos.converters.astra_sim.run_script import BACKEND_BINARY
+
+REPO = Path(__file__).resolve().parents[1]
+FIX = REPO.parent / "shared" / "fixtures"
+CACHE = Path("/tmp/lumos_astra_bench")
+BIN = Path.home() / ".cache/astra-sim/astra-sim/build/astra_analytical/build/bin"
+MICRO = FIX / "astra-sim/examples/workload/microbenchmarks"
+T2D = FIX / "astra-sim-artifacts/examples/T2D-analytical"
+
+
+def converted(name: str, inputs: list[Path]) -> Path:
+    out = CACHE / "et" / name
+    if not (out / "done").exists():
+        from lumos.converters.pytorch.convert import convert
+
+        shutil.rmtree(out, ignore_errors=True)
+        convert(inputs, out, prefix=name)
+        (out / "done").write_text("")
+    return out
+
+
+def cases() -> list[tuple[str, Path, dict[str, object]]]:
+    rows: list[tuple[str, Path, dict[str, object]]] = []
+    for kind in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
+        for n in (4, 8, 16):
+            rows.append((f"micro {kind} {n}", MICRO / kind / f"{n}npus_1MB", {}))
+    ring = FIX / "astra-sim/examples/system/custom_collectives/custom_ring_allreduce_8npus_1MB"
+    rows.append(("custom ring 8 (send/recv)", ring, {}))
+    rows.append(("T2D 16", T2D / "trace", {"comm_groups_file": T2D / "inputs/comm_group.json"}))
+    for cap in ("ddp", "fsdp", "pipeline"):
+        rows.append(
+            (f"gloo {cap} capture 2", converted(cap, [REPO / "tests/data/captures" / cap]), {})
+        )
+    dlrm = FIX / "param/et_replay/tests/inputs"
+    inputs = [dlrm / "dlrm_pytorch_et.tar.gz", dlrm / "dlrm_kineto.tar.gz"]
+    rows.append(("DLRM 8xV100 (converted)", converted("dlrm", inputs), {}))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bin-dir", type=Path, default=BIN)
+    parser.add_argument("--aware", action="store_true", help="also the congestion-aware backend")
+    args = parser.parse_args()
+    backends = ["congestion-unaware", *(["congestion-aware"] if args.aware else [])]
+    print(
+        f"{'bundle':32} {'backend':18} {'ranks':>5} {'same':>5} {'worst %':>8} "
+        f"{'binary ns':>12} {'lumos ns':>12} {'bin s':>6} {'lumos s':>7} {'ratio':>6}"
+    )
+    for name, target, kw in cases():
+        for backend in backends:
+            out = CACHE / "bundles" / f"{name}-{backend}".replace(" ", "_")
+            summary = export_astra_sim(
+                ExportRequest(str(target), out, hw="h100", force=True, backend=backend, **kw)  # type: ignore[arg-type]
+            )
+            real = run_bundle(out, str(args.bin_dir / BACKEND_BINARY[backend]), summary.ranks)
+            ours, wall = simulate_bundle(out, backend)
+            pairs = list(zip(real.finish_ns, ours, strict=True))
+            same = sum(a == b for a, b in pairs)
+            worst = max(abs(b - a) / a for a, b in pairs) * 100
+            print(
+                f"{name:32} {backend:18} {summary.ranks:>5} {same:>5} {worst:>8.4f} "
+                f"{real.step_ns:>12,} {max(ours):>12,} {real.wall_s:>6.2f} {wall:>7.2f} "
+                f"{real.wall_s / wall:>6.2f}"
+            )
+
+
+if __name__ == "__main__":
+    main()
