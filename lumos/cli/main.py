@@ -65,6 +65,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "sweep_command",
         "Search the parallel-plan space of a job; rank plans by tokens/s/GPU.",
     ),
+    "whatif": (
+        "lumos.cli.whatif",
+        "whatif_command",
+        "Edit a traced step (layers, sizes, DP, GPU) and predict it.",
+    ),
     "export": (
         "lumos.cli.export",
         "export_group",

@@ -103,7 +103,9 @@ def process_groups(ets: EtSet) -> dict[str, tuple[int, ...]]:
 
 def to_graphs(ets: EtSet) -> list[RankGraph]:
     """The simulator's graphs of every rank, with process groups resolved."""
-    graphs = [graph_from_et(r.rank, r.metadata, r.nodes, f"{ets.source}#{r.rank}") for r in ets.ranks]
+    graphs = [
+        graph_from_et(r.rank, r.metadata, r.nodes, f"{ets.source}#{r.rank}") for r in ets.ranks
+    ]
     resolve_groups(graphs)
     return graphs
 

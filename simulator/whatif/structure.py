@@ -31,7 +31,9 @@ from lumos.simulator.whatif.repeat import Repeat, find_repeat
 PHASES = ("fwd", "bwd", "optim")
 _BWD = re.compile(r"^autograd::engine::evaluate_function|Backward\d*$|Backward\d*\b")
 _OPT = re.compile(r"^Optimizer\.|^optimizer", re.IGNORECASE)
-_COMMISH = re.compile(r"c10d|nccl|gloo|ddp|record_param_comms|all_reduce|allreduce|_reduce|wait")
+_COMMISH = re.compile(
+    r"c10d|nccl|gloo|reducer::|record_param_comms|all_reduce|allreduce|reduce_scatter|all_gather|::wait|^wait"
+)
 _MODULE = re.compile(r"(?:nn\.Module: \w*?_|layers?\.|blocks?\.|h\.)(\d+)$")
 
 
@@ -136,13 +138,33 @@ def _annotated_layers(r: RankEt, s: RankStructure) -> bool:
     return True
 
 
+def _without_comm_calls(r: RankEt, seq: list[int]) -> list[int]:
+    """`seq` without communication calls and everything inside them (DDP's bucket work
+    runs inside `reducer::*` calls, between the segments of the call)."""
+    spans: dict[tuple[int, str], list[int]] = {}
+    for pos, i in enumerate(seq):
+        n = r.nodes[i]
+        if _COMMISH.search(n.name.lower()) or nd.is_comm(n):
+            spans.setdefault(
+                (nd.int_attr(n, "rf_id"), n.name)
+                if nd.int_attr(n, "rf_id") >= 0
+                else (-pos - 2, ""),
+                [],
+            ).append(pos)
+    drop = [False] * len(seq)
+    for positions in spans.values():
+        for pos in range(positions[0], positions[-1] + 1):
+            drop[pos] = True
+    return [i for i, d in zip(seq, drop, strict=True) if not d]
+
+
 def _pattern_layers(r: RankEt, s: RankStructure) -> None:
     table: dict[str, int] = {}
     shapes = _op_shapes(r)
     counts: dict[str, int] = {}
     for phase in PHASES:
         seq = _busiest_thread(r, [i for i, p in enumerate(s.phase) if p == phase])
-        kept = [i for i in seq if not _COMMISH.search(r.nodes[i].name.lower())]
+        kept = _without_comm_calls(r, seq)
         sigs = [_signature(r.nodes[i], shapes, table) for i in kept]
         rep = find_repeat([a for a, _ in sigs], [b for _, b in sigs])
         if rep is None:
@@ -166,9 +188,7 @@ def _pattern_layers(r: RankEt, s: RankStructure) -> None:
     for phase, c in counts.items():
         if c != fwd:
             s.notes.append(f"{phase}: {c} repeats, not the {fwd} layers of fwd; left untagged")
-            s.layer[:] = [
-                -1 if p == phase else v for p, v in zip(s.phase, s.layer, strict=True)
-            ]
+            s.layer[:] = [-1 if p == phase else v for p, v in zip(s.phase, s.layer, strict=True)]
             del s.repeats[phase]
 
 

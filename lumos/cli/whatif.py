@@ -1,0 +1,142 @@
+"""`lumos whatif`: edit a traced step (layers, sizes, parallelism, hardware, faults) and
+compare its simulated time with the traced one's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from lumos.cli.main import echo_json, handle_errors
+from lumos.errors import ConfigError
+
+
+def _pairs(values: tuple[str, ...], flag: str) -> tuple[tuple[int, float], ...]:
+    out = []
+    for v in values:
+        rank, sep, factor = v.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            out.append((int(rank), float(factor)))
+        except ValueError:
+            raise ConfigError(f"{flag} takes RANK=FACTOR (like 3=1.5), not {v!r}") from None
+    return tuple(out)
+
+
+@click.command("whatif")
+@click.argument("target", type=click.Path(exists=True))
+@click.option("--layers", type=int, help="Transformer layers.")
+@click.option("--hidden", type=int, help="Hidden size (FFN follows as 4x unless --ffn).")
+@click.option("--ffn", type=int, help="FFN (MLP) size.")
+@click.option("--seq", type=int, help="Sequence length.")
+@click.option("--dp", type=int, help="Data-parallel degree.")
+@click.option("--pp", type=int, help="Pipeline stages (from a trace without a pipeline).")
+@click.option(
+    "--schedule",
+    type=click.Choice(["1f1b", "interleaved", "gpipe"]),
+    default="1f1b",
+    show_default=True,
+)
+@click.option("--vp", type=int, default=1, show_default=True, help="Virtual stages (interleaved).")
+@click.option("--microbatches", type=int, help="Micro-batches per step (default: stages).")
+@click.option("--hw", help="Target system (h100, a100, v100 or YAML): GPU and network.")
+@click.option("--base-hw", help="System the trace was recorded on (needed with --hw).")
+@click.option("--slow-rank", multiple=True, help="RANK=FACTOR: that rank's compute x FACTOR.")
+@click.option("--slow-link", multiple=True, help="RANK=FACTOR: its communication x FACTOR.")
+@click.option("--jitter", type=float, default=0.0, help="Log-normal kernel jitter (sigma).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("-o", "--output", type=click.Path(), help="Write the edited ETs to this folder.")
+@click.option("--prefix", default="whatif", show_default=True, help="File prefix with -o.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--explain", is_flag=True, help="Print the structure that was recognised.")
+@handle_errors
+def whatif_command(
+    target: str,
+    layers: int | None,
+    hidden: int | None,
+    ffn: int | None,
+    seq: int | None,
+    dp: int | None,
+    pp: int | None,
+    schedule: str,
+    vp: int,
+    microbatches: int | None,
+    hw: str | None,
+    base_hw: str | None,
+    slow_rank: tuple[str, ...],
+    slow_link: tuple[str, ...],
+    jitter: float,
+    seed: int,
+    output: str | None,
+    prefix: str,
+    as_json: bool,
+    explain: bool,
+) -> None:
+    """Predict TARGET's step (folder, prefix, file or tar of .et files) after the edits."""
+    from lumos.simulator.report.breakdown import breakdown
+    from lumos.simulator.whatif.api import WhatIf, run_whatif
+    from lumos.simulator.whatif.etset import write_etset
+    from lumos.simulator.whatif.explain import explain as explain_dict
+    from lumos.simulator.whatif.explain import explain_lines
+
+    spec = WhatIf(
+        layers=layers,
+        hidden=hidden,
+        ffn=ffn,
+        seq=seq,
+        dp=dp,
+        pp=pp,
+        schedule=schedule,
+        vp=vp,
+        microbatches=microbatches,
+        hw=hw,
+        base_hw=base_hw,
+        slow_ranks=_pairs(slow_rank, "--slow-rank"),
+        slow_links=_pairs(slow_link, "--slow-link"),
+        jitter=jitter,
+        seed=seed,
+    )
+    res = run_whatif(target, spec)
+    written = write_etset(res.edited, output, prefix) if output else []
+    base_bd = {b.rank: b for b in breakdown(res.base)}
+    pred_bd = {b.rank: b for b in breakdown(res.predicted)}
+    if as_json:
+        payload = {
+            "base": {
+                "iteration_time_ns": res.base.iteration_time_ns,
+                "ranks": [base_bd[r.rank].to_dict() for r in res.base.ranks],
+            },
+            "predicted": {
+                "iteration_time_ns": res.predicted.iteration_time_ns,
+                "ranks": [pred_bd[r.rank].to_dict() for r in res.predicted.ranks],
+            },
+            "edits": res.notes,
+            "written": [str(p) for p in written],
+        }
+        if explain:
+            payload["structure"] = explain_dict(res.recovered)
+        echo_json(payload)
+        return
+    console = Console()
+    if explain:
+        for line in explain_lines(res.recovered):
+            console.print(line, highlight=False)
+    for note in res.notes:
+        console.print(f"edit: {note}", highlight=False)
+    b, p = res.base.iteration_time_ns, res.predicted.iteration_time_ns
+    title = f"step: base {b / 1e6:.3f} ms -> predicted {p / 1e6:.3f} ms ({(p / b - 1) * 100 if b else 0:+.1f}%)"
+    table = Table(title=title)
+    for col in ("rank", "", "iteration", "exposed compute", "overlapped", "exposed comm", "idle"):
+        table.add_column(col, justify="right")
+    for rank in sorted(set(base_bd) | set(pred_bd)):
+        for label, bd in (("base", base_bd.get(rank)), ("predicted", pred_bd.get(rank))):
+            if bd is None:
+                continue
+            parts = [bd.iteration_ns, *bd.parts().values()]
+            table.add_row(str(rank), label, *(f"{v / 1e6:.3f} ms" for v in parts))
+    console.print(table)
+    for path in written[:1]:
+        click.echo(f"wrote {len(written)} ET(s) to {Path(path).parent}")

@@ -1,0 +1,181 @@
+"""The what-if pipeline: recover the structure, apply the asked edits in a fixed order,
+simulate base and edited steps side by side.
+
+`WhatIf` names the edits; `run_whatif` returns both simulations, the structure found, the
+edited ETs and what each edit did. Edits apply in the order layers, hidden/FFN,
+sequence, pipeline, data parallel, hardware, faults; each is a pure function of tagged
+ETs (`recover` tags them first, or keeps the tags of an already edited set), so the
+order only matters where it should (DP after PP sizes the new groups).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lumos.errors import ConfigError
+from lumos.proto import pb
+from lumos.simulator.result import SimResult
+from lumos.simulator.whatif import nodes as nd
+from lumos.simulator.whatif.dims import ModelDims, hidden_map, infer_dims, seq_map
+from lumos.simulator.whatif.dp import set_dp
+from lumos.simulator.whatif.etset import EtSet, load_etset, simulate_etset
+from lumos.simulator.whatif.faults import jitter, slow_link, slow_rank
+from lumos.simulator.whatif.groups import GroupRole, group_roles, roles_by_members
+from lumos.simulator.whatif.layers import set_layers
+from lumos.simulator.whatif.reshape import reshape
+from lumos.simulator.whatif.structure import RankStructure, recover_rank, tag
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIf:
+    """The edits to apply (None / empty: leave as traced)."""
+
+    layers: int | None = None
+    hidden: int | None = None
+    ffn: int | None = None
+    seq: int | None = None
+    dp: int | None = None
+    pp: int | None = None
+    schedule: str = "1f1b"
+    vp: int = 1
+    microbatches: int | None = None
+    hw: str | None = None
+    base_hw: str | None = None
+    slow_ranks: tuple[tuple[int, float], ...] = ()
+    slow_links: tuple[tuple[int, float], ...] = ()
+    jitter: float = 0.0
+    seed: int = 0
+
+
+@dataclass(slots=True)
+class Recovered:
+    """A tagged trace with what recovery found on each rank and for each group."""
+
+    ets: EtSet
+    structures: list[RankStructure]
+    roles: list[GroupRole]
+    dims: ModelDims | None
+
+
+@dataclass(slots=True)
+class WhatIfResult:
+    """Base and predicted simulations, the structure, the edited ETs, per-edit notes."""
+
+    base: SimResult
+    predicted: SimResult
+    recovered: Recovered
+    edited: EtSet
+    notes: list[str] = field(default_factory=list)
+
+
+def _tagged(ets: EtSet) -> bool:
+    return all(nd.attr(n, "phase") is not None for r in ets.ranks for n in r.nodes)
+
+
+def recover(ets: EtSet) -> Recovered:
+    """Tag every node with phase/layer/micro-batch (kept when already tagged)."""
+    structures = [recover_rank(r) for r in ets.ranks]
+    tagged = ets if _tagged(ets) else tag(ets, structures)
+    dims = infer_dims(tagged.ranks[0].nodes) if tagged.ranks else None
+    return Recovered(tagged, structures, group_roles(tagged), dims)
+
+
+def _activation_roles(ets: EtSet) -> set[tuple[int, ...]]:
+    return {m for m, role in roles_by_members(ets).items() if role in ("tp", "pp", "cp")}
+
+
+def apply_edits(rec: Recovered, spec: WhatIf) -> tuple[EtSet, list[str]]:
+    """The edited trace and one note per edit. Raises ConfigError for an impossible edit."""
+    ets, notes, dims = rec.ets, [], rec.dims
+    if spec.layers is not None:
+        ets = set_layers(ets, spec.layers)
+        notes.append(f"layers: {rec.structures[0].layers} -> {spec.layers}")
+    resized = spec.hidden is not None or spec.ffn is not None or spec.seq is not None
+    if resized and dims is None:
+        raise ConfigError("cannot read batch/sequence/hidden sizes from the trace's layers")
+    if spec.hidden is not None or spec.ffn is not None:
+        assert dims is not None
+        hidden = spec.hidden or dims.hidden
+        act = _activation_roles(ets)
+        ratio = hidden / dims.hidden
+        ets = reshape(
+            ets, hidden_map(dims, hidden, spec.ffn), _comm_scale(ets, act, ratio, ratio**2)
+        )
+        notes.append(
+            f"hidden: {dims.hidden} -> {hidden}" + (f", FFN -> {spec.ffn}" if spec.ffn else "")
+        )
+    if spec.seq is not None:
+        assert dims is not None
+        act = _activation_roles(ets)
+        ets = reshape(ets, seq_map(dims, spec.seq), _comm_scale(ets, act, spec.seq / dims.seq, 1.0))
+        notes.append(f"sequence: {dims.seq} -> {spec.seq}")
+    if spec.pp is not None:
+        raise ConfigError("--pp is not implemented yet")
+    if spec.dp is not None:
+        ets = set_dp(ets, spec.dp)
+        notes.append(f"data parallel: -> {spec.dp}")
+    if spec.hw is not None:
+        ets = _swap_hw(ets, spec, notes)
+    for rank, factor in spec.slow_ranks:
+        ets = slow_rank(ets, rank, factor)
+        notes.append(f"rank {rank} compute x{factor}")
+    for rank, factor in spec.slow_links:
+        ets = slow_link(ets, rank, factor)
+        notes.append(f"rank {rank} links x{factor}")
+    if spec.jitter:
+        ets = jitter(ets, spec.jitter, spec.seed)
+        notes.append(f"kernel jitter sigma {spec.jitter} (seed {spec.seed})")
+    return ets, notes
+
+
+def _comm_scale(ets: EtSet, act: set[tuple[int, ...]], act_factor: float, grad_factor: float):  # type: ignore[no-untyped-def]
+    from lumos.simulator.whatif.etset import process_groups
+    from lumos.simulator.whatif.groups import members_of
+
+    groups, world = process_groups(ets), ets.world_size
+
+    def scale(n: pb.Node) -> float:
+        if n.type != pb.COMM_COLL_NODE:
+            return act_factor
+        return act_factor if members_of(n, groups, world) in act else grad_factor
+
+    return scale
+
+
+def _swap_hw(ets: EtSet, spec: WhatIf, notes: list[str]) -> EtSet:
+    from lumos.hwconfigs.load import load_system
+    from lumos.simulator.costmodel.roofline import CostModel
+    from lumos.simulator.network.nccl import pricer_for_job
+    from lumos.simulator.whatif.hardware import ClassRatios, swap_gpu
+
+    if spec.base_hw is None:
+        raise ConfigError("--hw needs --base-hw: the system the trace was recorded on")
+    assert spec.hw is not None
+    old, new = load_system(spec.base_hw), load_system(spec.hw)
+    summary = ClassRatios()
+    ets = swap_gpu(
+        ets,
+        CostModel.for_gpu(old.gpu),
+        CostModel.for_gpu(new.gpu),
+        pricer_for_job(spec.base_hw, ets.world_size),
+        pricer_for_job(spec.hw, ets.world_size),
+        summary,
+    )
+    per_class = ", ".join(
+        f"{k} x{summary.new_ns[k] / summary.old_ns[k]:.2f} ({summary.kernels[k]})"
+        for k in sorted(summary.kernels)
+        if summary.old_ns[k]
+    )
+    notes.append(f"hardware: {old.gpu.name} -> {new.gpu.name}: {per_class or 'no GPU kernels'}")
+    return ets
+
+
+def run_whatif(target: str | Path | EtSet, spec: WhatIf) -> WhatIfResult:
+    """Recover, edit, and simulate base and edited steps (replay of the ETs' times)."""
+    ets = target if isinstance(target, EtSet) else load_etset(target)
+    rec = recover(ets)
+    edited, notes = apply_edits(rec, spec)
+    base = simulate_etset(rec.ets)
+    predicted = simulate_etset(edited)
+    return WhatIfResult(base, predicted, rec, edited, notes)

@@ -1,0 +1,104 @@
+"""Edit: another hidden size, FFN size or sequence length (or micro-batch size), by
+rewriting shapes and re-timing each op from its measured time.
+
+Every node's input shapes are rewritten with a `DimMap`; each priced leaf op
+(`ops.op_groups`) gets its work nodes' durations multiplied by the timing model's ratio
+between its new and old FLOPs/bytes (`timing`): the cost model's on a GPU trace, the
+trace's own fit on a CPU-only one. Communication sizes scale by the caller's factors:
+data-parallel gradients with the parameters, activations (tensor/pipeline/context
+parallel) with B·S·H.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from lumos.converters.ops.cost import OpCost
+from lumos.proto import pb
+from lumos.simulator.costmodel.roofline import CostModel
+from lumos.simulator.whatif import nodes as nd
+from lumos.simulator.whatif.dims import DimMap
+from lumos.simulator.whatif.etset import EtSet, RankEt
+from lumos.simulator.whatif.netfit import NetworkFit, fit_network
+from lumos.simulator.whatif.ops import cost_of, op_groups
+from lumos.simulator.whatif.timing import TraceFit, fit_trace, model_ratio
+
+#: comm node -> factor on its size (1.0 = unchanged)
+CommScale = Callable[[pb.Node], float]
+
+
+def trace_fit(r: RankEt) -> TraceFit:
+    """The per-class time lines of a CPU-only rank's own leaf ops."""
+    samples: list[tuple[OpCost, int]] = []
+    for g in op_groups(r):
+        cost = cost_of(g.name, r.nodes[g.inputs_at].inputs)
+        if cost is not None:
+            samples.append((cost, sum(nd.duration(r.nodes[i]) for i in g.work)))
+    return fit_trace(samples)
+
+
+def reshape_rank(
+    r: RankEt,
+    dmap: DimMap,
+    comm_scale: CommScale | None = None,
+    model: CostModel | None = None,
+    fit: TraceFit | None = None,
+    net: NetworkFit | None = None,
+) -> RankEt:
+    """One rank with shapes rewritten and work re-timed (see module doc)."""
+    nodes = [nd.clone(n) for n in r.nodes]
+    gpu = any(nd.on_gpu(n) for n in nodes)
+    if not gpu and fit is None:
+        fit = trace_fit(r)
+    for g in op_groups(r):
+        inputs = r.nodes[g.inputs_at].inputs
+        old = cost_of(g.name, inputs)
+        new = cost_of(g.name, inputs, dmap.rewrite(inputs.shapes))
+        if old is None or new is None:
+            continue
+        if gpu and model is not None:
+            ratio = model_ratio(model, old, new)
+        elif fit is not None:
+            ratio = fit.ratio(old, new)
+        else:
+            ratio = 1.0
+        for i in g.work:
+            nd.set_duration(nodes[i], round(nd.duration(nodes[i]) * ratio))
+    for n in nodes:
+        if n.inputs.shapes:
+            n.inputs.shapes = dmap.rewrite(n.inputs.shapes)
+        if nd.is_comm(n) and comm_scale is not None:
+            factor = comm_scale(n)
+            if factor != 1.0:
+                size = nd.int_attr(n, "comm_size", 0)
+                nd.put(n, "comm_size", round(size * factor), "int64_val")
+                if net is not None:
+                    _retime_comm(n, net, size, round(size * factor))
+    return RankEt(r.rank, r.metadata, tuple(nodes))
+
+
+def _retime_comm(n: pb.Node, net: NetworkFit, size: int, new_size: int) -> None:
+    """A collective's time scaled by its group's fitted line between the two sizes."""
+    if n.type == pb.COMM_COLL_NODE:
+        members = nd.attr(n, "pg_ranks")
+        width = len(members) if isinstance(members, list) and members else 2
+        link = net.for_group(tuple(members) if isinstance(members, list) else ())
+        old = link.time_ns(nd.int_attr(n, "comm_type", 0), size, width)
+        new = link.time_ns(nd.int_attr(n, "comm_type", 0), new_size, width)
+    else:
+        link = net.overall
+        old, new = link.time_ns(-1, size, 2), link.time_ns(-1, new_size, 2)
+    if old > 0:
+        nd.set_duration(n, round(nd.comm_duration(n) * new / old))
+
+
+def reshape(
+    ets: EtSet,
+    dmap: DimMap,
+    comm_scale: CommScale | None = None,
+    model: CostModel | None = None,
+) -> EtSet:
+    """Every rank reshaped with the same map (communication re-timed on the trace's
+    fitted network)."""
+    net = fit_network(ets) if comm_scale is not None else None
+    return ets.with_ranks([reshape_rank(r, dmap, comm_scale, model, None, net) for r in ets.ranks])

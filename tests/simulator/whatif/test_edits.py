@@ -1,0 +1,138 @@
+"""Each edit on small steps: exact new structure, sizes, groups; round trips; composition."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from lumos.converters.chakra.files import find_et_sources
+from lumos.converters.chakra.validate import validate_sources
+from lumos.errors import ConfigError
+from lumos.proto import pb
+from lumos.simulator.whatif import nodes as nd
+from lumos.simulator.whatif.api import WhatIf, apply_edits, recover
+from lumos.simulator.whatif.dims import hidden_map
+from lumos.simulator.whatif.dp import set_dp
+from lumos.simulator.whatif.etset import EtSet, simulate_etset, write_etset
+from lumos.simulator.whatif.faults import slow_link, slow_rank
+from lumos.simulator.whatif.layers import layer_sources, set_layers
+from lumos.simulator.whatif.netfit import fit_network
+from lumos.simulator.whatif.reshape import reshape
+from tests.simulator.whatif.builders import training_step
+
+
+def _time(ets: EtSet) -> int:
+    return simulate_etset(ets).iteration_time_ns
+
+
+def _colls(ets: EtSet, rank: int = 0) -> list[pb.Node]:
+    return [n for n in ets.rank(rank).nodes if n.type == pb.COMM_COLL_NODE]
+
+
+def _valid(ets: EtSet, tmp: Path) -> None:
+    write_etset(ets, tmp)
+    report = validate_sources(find_et_sources(tmp))
+    errors = [p for f in report.files for p in f.problems if p.severity.name == "ERROR"]
+    assert not errors and not [p for p in report.cross_rank if p.severity.name == "ERROR"]
+
+
+def test_layer_sources_keep_first_and_last() -> None:
+    assert layer_sources(3, 5) == [0, 1, 1, 1, 2]
+    assert layer_sources(3, 2) == [0, 2]
+    assert layer_sources(2, 4) == [0, 0, 0, 1]
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_layers_add_copies_whole_layers_with_their_collectives(gpu: bool, tmp_path: Path) -> None:
+    rec = recover(training_step(layers=3, gpu=gpu))
+    base = rec.ets
+    per_layer = Counter(nd.tags(n)[1] for n in base.rank(0).nodes)[1]
+    edited = set_layers(base, 5)
+    for r_old, r_new in zip(base.ranks, edited.ranks, strict=True):
+        assert len(r_new.nodes) == len(r_old.nodes) + 2 * per_layer
+        assert [n.id for n in r_new.nodes] == list(range(1, len(r_new.nodes) + 1))
+    assert len(_colls(edited)) == 5
+    assert [nd.tags(n)[1] for n in _colls(edited)] == [4, 3, 2, 1, 0]
+    # one chain per thread: every CPU node but the first follows exactly one on its thread
+    main = [n for n in edited.rank(0).nodes if nd.processor(n) == ("tid", 100)]
+    ids = {n.id: n for n in edited.rank(0).nodes}
+    for n in main[1:]:
+        same = [d for d in nd.deps(n) if nd.processor(ids[d]) == ("tid", 100)]
+        assert len(same) == 1
+    _valid(edited, tmp_path)
+    assert _time(edited) > _time(base)
+
+
+def test_layers_round_trip_returns_the_same_step() -> None:
+    base = recover(training_step(layers=3)).ets
+    back = set_layers(set_layers(base, 6), 3)
+    assert abs(_time(back) - _time(base)) <= 0.005 * _time(base)
+    fewer = set_layers(base, 1)
+    assert len(_colls(fewer)) == 1
+
+
+def test_dp_resize_groups_sizes_and_fitted_times() -> None:
+    base = recover(training_step(layers=2, ranks=2)).ets
+    fit = fit_network(base).for_group((0, 1))
+    edited = set_dp(base, 4)
+    assert [r.rank for r in edited.ranks] == [0, 1, 2, 3]
+    for r in edited.ranks:
+        for old, new in zip(
+            _colls(base), [n for n in r.nodes if n.type == pb.COMM_COLL_NODE], strict=True
+        ):
+            assert nd.attr(new, "pg_ranks") == [0, 1, 2, 3]
+            assert nd.int_attr(new, "comm_size") == nd.int_attr(old, "comm_size")
+            size = nd.int_attr(old, "comm_size")
+            want = nd.comm_duration(old) * fit.time_ns(0, size, 4) / fit.time_ns(0, size, 2)
+            assert abs(nd.comm_duration(new) - want) <= 1
+    back = set_dp(edited, 2)
+    assert abs(_time(back) - _time(base)) <= 0.005 * _time(base)
+
+
+def test_dp_fit_recovers_the_builders_alpha_beta() -> None:
+    # the builder times an all-reduce as 50 us + size/20 ns: ring on 2 ranks moves `size`
+    fit = fit_network(recover(training_step(layers=3)).ets).for_group((0, 1))
+    assert fit.alpha_ns == pytest.approx(25_000, rel=0.01)
+    assert fit.ns_per_byte == pytest.approx(1 / 20, rel=0.01)
+
+
+def test_hidden_rewrites_shapes_and_retimes_from_the_trace_fit() -> None:
+    rec = recover(training_step(layers=2))
+    assert rec.dims is not None
+    wide = reshape(rec.ets, hidden_map(rec.dims, 96))
+    addmm = [n for n in wide.rank(0).nodes if n.name == "aten::addmm"]
+    assert addmm[0].inputs.shapes == "[[384],[48,96],[96,384],[],[]]"
+    old = [n for n in rec.ets.rank(0).nodes if n.name == "aten::addmm"]
+    # builder GEMMs take 20 us + flops/100 ns: 4x the FLOPs, on that line
+    f_old = 2 * 48 * 64 * 256
+    assert nd.duration(addmm[0]) == pytest.approx(
+        nd.duration(old[0]) * (20_000 + 2.25 * f_old / 100) / (20_000 + f_old / 100), rel=0.02
+    )
+    back = reshape(wide, hidden_map(rec.dims.__class__(3, 16, 96, 1), 64))
+    assert abs(_time(back) - _time(rec.ets)) <= 0.005 * _time(rec.ets)
+
+
+def test_edits_compose_in_either_order() -> None:
+    rec = recover(training_step(layers=3))
+    a, _ = apply_edits(rec, WhatIf(layers=5, hidden=96))
+    rec2 = recover(set_layers(rec.ets, 5))
+    rec2.dims = rec.dims
+    b, _ = apply_edits(rec2, WhatIf(hidden=96))
+    assert abs(_time(a) - _time(b)) <= 0.005 * _time(a)
+
+
+def test_slow_rank_stretches_its_compute_and_the_step() -> None:
+    base = recover(training_step(layers=2, gpu=True)).ets
+    slow = slow_rank(base, 1, 2.0)
+    k_old = [nd.duration(n) for n in base.rank(1).nodes if nd.on_gpu(n) and not nd.is_comm(n)]
+    k_new = [nd.duration(n) for n in slow.rank(1).nodes if nd.on_gpu(n) and not nd.is_comm(n)]
+    assert k_new == [2 * d for d in k_old]
+    assert [nd.duration(n) for n in slow.rank(0).nodes] == [
+        nd.duration(n) for n in base.rank(0).nodes
+    ]
+    assert _time(slow) > _time(base)
+    assert _time(slow_link(base, 0, 3.0)) > _time(base)
+    with pytest.raises(ConfigError, match="rank 5 is not in the trace"):
+        slow_rank(base, 5, 2.0)
