@@ -3,9 +3,9 @@ simulate base and edited steps side by side.
 
 `WhatIf` names the edits; `run_whatif` returns both simulations, the structure found, the
 edited ETs and what each edit did. Edits apply in the order layers, hidden/FFN,
-sequence, pipeline, data parallel, hardware, faults; each is a pure function of tagged
+sequence, data parallel, pipeline, hardware, faults; each is a pure function of tagged
 ETs (`recover` tags them first, or keeps the tags of an already edited set), so the
-order only matters where it should (DP after PP sizes the new groups).
+order only matters where it should (the pipeline is cut from the resized replicas).
 """
 
 from __future__ import annotations
@@ -110,11 +110,18 @@ def apply_edits(rec: Recovered, spec: WhatIf) -> tuple[EtSet, list[str]]:
         act = _activation_roles(ets)
         ets = reshape(ets, seq_map(dims, spec.seq), _comm_scale(ets, act, spec.seq / dims.seq, 1.0))
         notes.append(f"sequence: {dims.seq} -> {spec.seq}")
-    if spec.pp is not None:
-        raise ConfigError("--pp is not implemented yet")
     if spec.dp is not None:
         ets = set_dp(ets, spec.dp)
         notes.append(f"data parallel: -> {spec.dp}")
+    if spec.pp is not None:
+        from lumos.simulator.whatif.pp import set_pp
+
+        ets = set_pp(ets, spec.pp, spec.schedule, spec.vp, spec.microbatches, dims)
+        notes.append(
+            f"pipeline: {spec.pp} stages, {spec.schedule}"
+            + (f" vp {spec.vp}" if spec.schedule == "interleaved" else "")
+            + f", {spec.microbatches or spec.pp} micro-batches"
+        )
     if spec.hw is not None:
         ets = _swap_hw(ets, spec, notes)
     for rank, factor in spec.slow_ranks:

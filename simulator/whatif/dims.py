@@ -63,11 +63,14 @@ class DimMap:
     """Rewrite of tensor dimensions: {old size: new size} (other sizes stay)."""
 
     sizes: Mapping[int, int]
+    leading_only: bool = False  # rewrite only each tensor's first dimension (batch)
 
     def shape(self, dims: list[object]) -> list[object]:
         return [
-            self.sizes.get(d, d) if isinstance(d, int) and not isinstance(d, bool) else d
-            for d in dims
+            self.sizes.get(d, d)
+            if isinstance(d, int) and not isinstance(d, bool) and (k == 0 or not self.leading_only)
+            else d
+            for k, d in enumerate(dims)
         ]
 
     def rewrite(self, shapes_text: str) -> str:
@@ -102,6 +105,7 @@ def seq_map(d: ModelDims, seq: int) -> DimMap:
 
 
 def batch_map(d: ModelDims, batch: int) -> DimMap:
-    """Batch B -> `batch` (micro-batching; also the flattened B·S rows)."""
+    """Batch B -> `batch` (micro-batching; also the flattened B·S rows), on leading
+    dimensions only (a head count equal to B stays)."""
     sizes = {d.batch: batch, d.batch * d.seq: batch * d.seq}
-    return DimMap({k: v for k, v in sizes.items() if k != v})
+    return DimMap({k: v for k, v in sizes.items() if k != v}, leading_only=True)
