@@ -3,9 +3,10 @@
 One `RankGraph` per rank, nodes sorted by ET id (so "ascending id" = ascending index).
 Dependencies are stored as predecessor lists in CSR form (`dep_ptr`, `dep_idx`: node
 *indices*, not ids); `data_deps` and `ctrl_deps` are merged (both are honoured). The
-simulator never sees protobuf objects: graphs come from `graph_build.graph_from_et`
-(any producer's ET) or are built directly from arrays (`RankGraph.from_arrays`, for
-generators and benchmarks). Missing values are -1 in integer arrays.
+simulator never sees protobuf objects: graphs come from `graph_columns.read_graph` (an
+`.et` stream decoded straight into columns), `graph_build.graph_from_et` (protobuf
+nodes; the two give identical graphs) or are built directly from arrays
+(`RankGraph.from_arrays`, for generators and benchmarks). Missing values are -1 in integer arrays.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ attributes are handled node by node, only on the nodes that carry them.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain
 from operator import attrgetter
 
@@ -106,14 +106,14 @@ def graph_from_et(
     for i, node in enumerate(node_list):
         attrs = node.attr
         if attrs:
-            a = _wanted_attrs(attrs)
+            a = wanted_attrs(attrs)
             if a:
                 items.append((i, a))
     label_ids: dict[str, int] = {}
-    _fill_attrs(g, items, node_list, label_ids)
+    fill_attrs(g, items, node_list, label_ids)
     g.pg_labels = list(label_ids)
     _fill_deps(g, deps, source, repair)
-    _fill_metadata(g, metadata)
+    fill_metadata(g, metadata)
     g.source = source
     return g
 
@@ -138,7 +138,7 @@ def _int_column(items: list[tuple[int, dict[str, object]]], key: str, default: i
     return [v if type(v) is int else _int(v, default) for v in get]
 
 
-def _wanted_attrs(attrs: Iterable[pb.AttributeProto]) -> dict[str, object]:
+def wanted_attrs(attrs: Iterable[pb.AttributeProto]) -> dict[str, object]:
     """The attributes the simulator reads (last one wins), decoded."""
     a: dict[str, object] = {}
     for x in attrs:
@@ -148,10 +148,10 @@ def _wanted_attrs(attrs: Iterable[pb.AttributeProto]) -> dict[str, object]:
     return a
 
 
-def _fill_attrs(
+def fill_attrs(
     g: RankGraph,
     items: list[tuple[int, dict[str, object]]],
-    node_list: list[pb.Node],
+    node_list: Mapping[int, pb.Node] | Sequence[pb.Node],
     label_ids: dict[str, int],
 ) -> None:
     """Set the attribute columns of the nodes in `items` ((index, wanted attributes)),
@@ -214,15 +214,28 @@ def _fill_comm(
 
 
 def _fill_deps(g: RankGraph, deps: list[tuple[int, ...]], source: str, repair: bool) -> None:
-    """CSR predecessors (node indices) from each node's dependency ids, in order, each
-    predecessor once; vectorised: ids map to indices by binary search on sorted ids."""
+    """CSR predecessors from each node's dependency ids (see `fill_dep_arrays`)."""
+    n = len(g)
+    counts = np.fromiter(map(len, deps), np.int64, n)
+    flat = np.fromiter(chain.from_iterable(deps), np.int64, int(counts.sum()))
+    owner = np.repeat(np.arange(n, dtype=np.int64), counts)
+    fill_dep_arrays(g, owner, flat, source, repair)
+
+
+def fill_dep_arrays(
+    g: RankGraph, owner: np.ndarray, flat: np.ndarray, source: str, repair: bool
+) -> None:
+    """CSR predecessors (node indices) from dependency ids `flat` of nodes `owner`
+    (ascending owners, each owner's in order), each predecessor once; vectorised: ids
+    map to indices by binary search on sorted ids.
+
+    Raises TraceFormatError on a duplicate id, or a dependency on an absent id unless
+    `repair`.
+    """
     n = len(g)
     if n > 1 and not bool((np.diff(g.ids) > 0).all()):
         dup = int(g.ids[np.nonzero(np.diff(g.ids) == 0)[0][0]])
         raise TraceFormatError(source, f"rank {g.rank}: node id {dup} appears twice")
-    counts = np.fromiter(map(len, deps), np.int64, n)
-    flat = np.fromiter(chain.from_iterable(deps), np.int64, int(counts.sum()))
-    owner = np.repeat(np.arange(n, dtype=np.int64), counts)
     pos = np.minimum(np.searchsorted(g.ids, flat), max(n - 1, 0))
     found = g.ids[pos] == flat if n else np.zeros(len(flat), bool)
     if not found.all():
@@ -235,16 +248,35 @@ def _fill_deps(g: RankGraph, deps: list[tuple[int, ...]], source: str, repair: b
             )
         g.dropped_deps += int((~found).sum())
         owner, pos = owner[found], pos[found]
-    _, first_seen = np.unique(owner * max(n, 1) + pos, return_index=True)
-    keep = np.sort(first_seen)
-    owner, pos = owner[keep], pos[keep]
+    keep = _first_of_each(owner, pos, n)
+    if keep is not None:
+        owner, pos = owner[keep], pos[keep]
     ptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(owner, minlength=n), out=ptr[1:])
     g.dep_ptr = ptr
     g.dep_idx = pos.astype(np.int32)
 
 
-def _fill_metadata(g: RankGraph, metadata: pb.GlobalMetadata) -> None:
+def _first_of_each(owner: np.ndarray, pos: np.ndarray, n: int) -> np.ndarray | None:
+    """Which (owner, pos) pairs to keep so each appears once (the first time), in order;
+    None when none repeats. Owners with one or two dependencies — nearly all — are
+    checked by comparing neighbours, only the others by sorting."""
+    if len(owner) < 2:
+        return None
+    counts = np.bincount(owner, minlength=n)
+    many = counts[owner] > 2
+    keep = np.ones(len(owner), bool)
+    keep[1:] = (owner[1:] != owner[:-1]) | (pos[1:] != pos[:-1]) | many[1:]
+    if many.any():
+        rows = np.flatnonzero(many)
+        _, first_seen = np.unique(owner[rows] * max(n, 1) + pos[rows], return_index=True)
+        keep[rows] = False
+        keep[rows[first_seen]] = True
+    return None if keep.all() else np.flatnonzero(keep)
+
+
+def fill_metadata(g: RankGraph, metadata: pb.GlobalMetadata) -> None:
+    """World size, measured step and process groups from the ET's metadata."""
     meta = {x.name: attr_value(x) for x in metadata.attr}
     if cv.META_WORLD_SIZE in meta:
         g.world_size = int(meta[cv.META_WORLD_SIZE])

@@ -9,23 +9,20 @@ ASTRA-sim's 2-D examples, still pair correctly).
 
 from __future__ import annotations
 
-import io
 import logging
-import tarfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from lumos.converters.chakra.compressed import decompressing
-from lumos.converters.chakra.files import EtSource, find_et_sources
-from lumos.converters.chakra.stream import EtReader
+from lumos.converters.chakra.files import find_et_sources
 from lumos.progress import report
 from lumos.simulator.graph import COLL, RankGraph
-from lumos.simulator.graph_build import graph_from_et
 from lumos.simulator.graph_checks import cycle_problems, drop_forward_deps
+from lumos.simulator.read_ranks import read_sources
 
 WORLD_LABELS = ("", "0")
+
 log = logging.getLogger(__name__)
 
 
@@ -45,9 +42,7 @@ def load_graphs(
     graphs: list[RankGraph] = []
     sources = find_et_sources(target)
     report("load", 0, len(sources), "ranks")
-    for source, reader in _open_all(sources):
-        with reader:
-            g = graph_from_et(source.rank, reader.metadata, reader, source.path, repair)
+    for source, g in read_sources(sources, repair):
         log.info("rank %d: %d nodes from %s", source.rank, len(g), source.path)
         report("load", len(graphs) + 1, len(sources), "ranks")
         if g.dropped_deps:
@@ -60,30 +55,6 @@ def load_graphs(
         graphs.append(g)
     resolve_groups(graphs, comm_groups)
     return graphs
-
-
-def _open_all(sources: list[EtSource]) -> Iterator[tuple[EtSource, EtReader]]:
-    """A reader per source; the members of a tar are read in one pass over the archive
-    (opening it once per rank rescans its index every time)."""
-    archives = {s.archive for s in sources if s.archive is not None}
-    if len(archives) != 1 or len(sources) < 2:
-        for source in sources:
-            yield source, source.open()
-        return
-    wanted = {s.member: s for s in sources}
-    data: dict[str, bytes] = {}
-    with tarfile.open(archives.pop()) as tar:
-        for member in tar:
-            if member.name in wanted and member.isfile():
-                handle = tar.extractfile(member)
-                if handle is not None:
-                    data[member.name] = handle.read()
-    for source in sources:
-        raw = data.get(source.member or "")
-        if raw is None:
-            yield source, source.open()
-            continue
-        yield source, EtReader(source.path, stream=decompressing(io.BytesIO(raw), source.path))
 
 
 def _label_key(label: str) -> str:

@@ -1,0 +1,125 @@
+"""Protobuf wire decoding of many messages at once, as numpy columns (no object per message).
+
+A batch is a byte buffer (padded with `PAD` zero bytes, so reads past a message's end
+stay in bounds) and the `(start, end)` byte spans of its messages. `walk` visits the
+fields of every message in lock step — step k reads the k-th field of each message
+that still has one — and returns them as parallel arrays (`Fields`); repeated fields
+come back once per occurrence, in order. A message whose bytes do not parse (an unknown
+wire type, a field running past its end, a varint longer than 10 bytes) is flagged in
+`Fields.bad`, and the caller hands it to the real protobuf parser, which names the fault.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+PAD = 16
+_U7F = np.uint64(0x7F)
+
+
+def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The varint at each position: (value as uint64, length in bytes; 0 = over 10 bytes)."""
+    b = buf[pos]
+    value = (b & 0x7F).astype(np.uint64)
+    length = np.ones(len(pos), np.int64)
+    more = np.flatnonzero(b >= 0x80)
+    shift = 7
+    while len(more):
+        if shift >= 70:
+            length[more] = 0
+            break
+        b = buf[pos[more] + (shift // 7)]
+        value[more] |= (b & 0x7F).astype(np.uint64) << np.uint64(shift)
+        length[more] += 1
+        more = more[b >= 0x80]
+        shift += 7
+    return value, length
+
+
+@dataclass(slots=True)
+class Fields:
+    """Every field of a batch of messages; a message's fields in order (interleaved with
+    other messages' fields).
+
+    `msg`: index of the message; `tag`: the field's one-byte tag (number << 3 | wire
+    type); `value`: a varint's value or a length-delimited field's length; `at`: where a
+    length-delimited field's payload starts. `bad[m]`: message m was not walked to its end.
+    """
+
+    msg: np.ndarray
+    tag: np.ndarray
+    value: np.ndarray
+    at: np.ndarray
+    bad: np.ndarray
+
+
+def walk(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Fields:
+    """Every field of every message `buf[starts[m]:ends[m]]` (see `Fields`).
+
+    Only fields numbered 1-15 of wire types varint and length-delimited are walked; a
+    message with any other field is `bad` (the caller falls back to protobuf for it).
+    """
+    n = len(starts)
+    cur = starts.astype(np.int64)
+    ends = ends.astype(np.int64)
+    bad = np.zeros(n, bool)
+    act = np.flatnonzero(cur < ends)
+    parts: list[tuple[np.ndarray, ...]] = []
+    while len(act):
+        p = cur[act]
+        tag = buf[p]
+        p += 1
+        value, value_len = varints(buf, p)
+        p += value_len
+        wire = tag & 7
+        nxt = p + np.where(wire == 2, value, np.uint64(0)).view(np.int64)
+        end = ends[act]
+        ok = (tag < 0x80) & (wire <= 2) & (wire != 1) & (value_len > 0) & (nxt >= p) & (nxt <= end)
+        if not ok.all():
+            bad[act[~ok]] = True
+            act, tag, value, p, nxt, end = (a[ok] for a in (act, tag, value, p, nxt, end))
+        parts.append((act, tag, value, p))
+        cur[act] = nxt
+        act = act[nxt < end]
+    if not parts:
+        empty = np.zeros(0, np.int64)
+        return Fields(empty, np.zeros(0, np.uint8), np.zeros(0, np.uint64), empty, bad)
+    msg, tag, value, at = (np.concatenate(c) for c in zip(*parts, strict=True))
+    return Fields(msg, tag, value, at, bad)
+
+
+def packed_varints(
+    buf: np.ndarray, at: np.ndarray, size: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The varints packed in each span `buf[at[k]:at[k]+size[k]]`: (values, span of each).
+
+    Every non-empty span must end on a varint's last byte (< 0x80; see `packed_ok`).
+    """
+    total = int(size.sum())
+    if not total:
+        return np.zeros(0, np.uint64), np.zeros(0, np.int64)
+    span = np.repeat(np.arange(len(at)), size)
+    first = np.zeros(len(at), np.int64)
+    np.cumsum(size[:-1], out=first[1:])
+    pos = np.arange(total, dtype=np.int64)
+    pos += (at - first)[span]
+    b = buf[pos]
+    ends = np.flatnonzero(b < 0x80)
+    starts = np.empty(len(ends), np.int64)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    if len(ends) == total:  # every value one byte: the common case
+        return b.astype(np.uint64), span
+    group = np.zeros(total, np.int64)
+    group[starts[1:]] = 1
+    np.cumsum(group, out=group)
+    k = pos - pos[starts][group]
+    parts = (b & 0x7F).astype(np.uint64) << (np.minimum(k, 9).astype(np.uint64) * np.uint64(7))
+    return np.bitwise_or.reduceat(parts, starts), span[starts]
+
+
+def packed_ok(buf: np.ndarray, at: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Whether each packed-varint span is empty or ends on a varint's last byte."""
+    return (size == 0) | (buf[at + np.maximum(size, 1) - 1] < 0x80)

@@ -1,0 +1,159 @@
+"""A rank's `RankGraph` from the columns `et_columns` decodes, the same as `graph_from_et`.
+
+The fast nodes' columns are used as decoded; the few nodes kept as frames (`slow`) are
+parsed by protobuf and filled by the same code `graph_from_et` runs (`fill_attrs`), so
+both paths give identical graphs. Then, as there: nodes in ascending id order (stable),
+names numbered by first appearance, dependency ids turned into indices.
+"""
+
+from __future__ import annotations
+
+from typing import IO
+
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from lumos.errors import TraceFormatError
+from lumos.proto import pb
+from lumos.simulator.et_columns import Columns, read_columns
+from lumos.simulator.graph import RankGraph
+from lumos.simulator.graph_build import fill_attrs, fill_dep_arrays, fill_metadata, wanted_attrs
+
+
+def read_graph(rank: int, stream: IO[bytes], path: str, repair: bool = False) -> RankGraph:
+    """One rank's graph from its `.et` stream (see `graph_build.graph_from_et`).
+
+    Raises TraceFormatError naming `path` (and the node) for unreadable data, duplicate
+    ids, or dangling dependencies unless `repair`.
+    """
+    frame, cols = read_columns(stream, path)
+    return graph_from_columns(rank, parse_metadata(frame, path), cols, path, repair)
+
+
+def parse_metadata(frame: bytes, path: str) -> pb.GlobalMetadata:
+    """The GlobalMetadata message. Raises TraceFormatError naming `path` if it is bad."""
+    metadata = pb.GlobalMetadata()
+    try:
+        metadata.ParseFromString(frame)
+    except DecodeError as exc:
+        raise TraceFormatError(path, f"bad GlobalMetadata: {exc}", where="byte 0") from None
+    return metadata
+
+
+def _cat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+    out = np.concatenate(parts) if parts else np.zeros(0, dtype)
+    parts.clear()
+    return out.astype(dtype, copy=False)
+
+
+def graph_from_columns(
+    rank: int, metadata: pb.GlobalMetadata, cols: Columns, source: str, repair: bool
+) -> RankGraph:
+    """Assemble the graph (consumes `cols`). Raises as `read_graph`."""
+    n = cols.count
+    ids = _cat(cols.ids, np.int64)
+    name_idx = _cat(cols.name_idx, np.int32)
+    typ = _cat(cols.type, np.int8)
+    dur_us = _cat(cols.dur_us, np.int64)
+    dur_ns = _cat(cols.dur_ns, np.int64)
+    owner = _cat(cols.dep_owner, np.int64)
+    flat = _cat(cols.dep_id, np.int64)
+    slow = _parse_slow(cols, source)
+    names = {raw: i for i, raw in enumerate(cols.names.raw)}
+    if slow:
+        at = np.fromiter(slow, np.int64, len(slow))
+        nodes = list(slow.values())
+        ids[at] = [node.id for node in nodes]
+        typ[at] = [node.type for node in nodes]
+        us = [node.duration_micros * 1000 for node in nodes]
+        dur_us[at] = us
+        dur_ns[at] = [d or -1 for d in us]
+        name_idx[at] = [names.setdefault(node.name.encode(), len(names)) for node in nodes]
+        deps = [(*node.data_deps, *node.ctrl_deps) for node in nodes]
+        counts = np.fromiter(map(len, deps), np.int64, len(deps))
+        more = np.fromiter((d for ds in deps for d in ds), np.int64, int(counts.sum()))
+        # slow nodes have no dependencies in the columns: insert theirs in owner order
+        where = np.searchsorted(owner, at, side="right")
+        owner = np.insert(owner, np.repeat(where, counts), np.repeat(at, counts))
+        flat = np.insert(flat, np.repeat(where, counts), more)
+    perm = None
+    if n > 1 and bool((np.diff(ids) < 0).any()):
+        perm = np.argsort(ids, kind="stable")
+        inverse = np.empty(n, np.int64)
+        inverse[perm] = np.arange(n)
+        ids, name_idx, typ, dur_us, dur_ns = (a[perm] for a in (ids, name_idx, typ, dur_us, dur_ns))
+        owner = inverse[owner]
+        order = np.argsort(owner, kind="stable")
+        owner, flat = owner[order], flat[order]
+    table = _name_table(names, source)
+    if slow or perm is not None:
+        name_idx, table = _renumber(name_idx, table)
+    g = RankGraph.from_arrays(
+        rank,
+        n,
+        ids=ids,
+        names=table,
+        name_idx=name_idx,
+        type=typ,
+        dur_us_ns=dur_us,
+        dur_ns=dur_ns,
+        pg_labels=[],
+    )
+    for name in ("is_cpu_op", "stream", "tid", "gap_ns", "start_ns"):
+        column = _cat(getattr(cols, name), bool if name == "is_cpu_op" else np.int64)
+        setattr(g, name, column if perm is None else column[perm])
+    if slow:
+        _fill_slow(g, slow, perm)
+    fill_dep_arrays(g, owner, flat, source, repair)
+    fill_metadata(g, metadata)
+    g.source = source
+    return g
+
+
+def _parse_slow(cols: Columns, source: str) -> dict[int, pb.Node]:
+    out = {}
+    for index, offset, frame in cols.slow:
+        node = pb.Node()
+        try:
+            node.ParseFromString(frame)
+        except DecodeError as exc:
+            raise TraceFormatError(
+                source, f"node #{index} does not parse: {exc}", where=f"byte {offset}"
+            ) from None
+        out[index] = node
+    cols.slow.clear()
+    return out
+
+
+def _fill_slow(g: RankGraph, slow: dict[int, pb.Node], perm: np.ndarray | None) -> None:
+    """Attribute columns of the protobuf-read nodes, as `graph_from_et` fills them."""
+    if perm is not None:
+        inverse = np.empty(len(perm), np.int64)
+        inverse[perm] = np.arange(len(perm))
+        slow = {int(inverse[i]): node for i, node in slow.items()}
+    items = []
+    for i in sorted(slow):
+        attrs = slow[i].attr
+        if attrs:
+            a = wanted_attrs(attrs)
+            if a:
+                items.append((i, a))
+    label_ids: dict[str, int] = {}
+    fill_attrs(g, items, slow, label_ids)
+    g.pg_labels = list(label_ids)
+
+
+def _name_table(names: dict[bytes, int], source: str) -> list[str]:
+    try:
+        return [raw.decode() for raw in names]
+    except UnicodeDecodeError as exc:
+        raise TraceFormatError(source, f"a node name is not UTF-8: {exc}") from None
+
+
+def _renumber(name_idx: np.ndarray, table: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Names numbered by first appearance in node order (unused names dropped)."""
+    used, first = np.unique(name_idx, return_index=True)
+    order = np.argsort(first)
+    remap = np.zeros(len(table), np.int32)
+    remap[used[order]] = np.arange(len(used), dtype=np.int32)
+    return remap[name_idx], [table[int(k)] for k in used[order]]
