@@ -170,7 +170,7 @@ def read_columns(
         chunk = stream.read(CHUNK_BYTES)
         eof = not chunk
         data = data + chunk if data else chunk
-        offsets = _frames(data, base, eof, path)
+        offsets = frame_offsets(data, base, eof, path)
         if head is None and len(offsets) > 1:
             size, body = decode_varint(data, 0, len(data))
             head = data[body : body + size]
@@ -189,7 +189,7 @@ def read_columns(
     return head, cols
 
 
-def _frames(data: bytes, base: int, eof: bool, path: str) -> list[int]:
+def frame_offsets(data: bytes, base: int, eof: bool, path: str) -> list[int]:
     """Stream offsets of the whole frames in `data`, then of the end of the last one
     (the rest waits for the next chunk unless at `eof`)."""
     offsets: list[int] = []

@@ -45,7 +45,7 @@ class Fields:
 
     `msg`: index of the message; `tag`: the field's one-byte tag (number << 3 | wire
     type); `value`: a varint's value or a length-delimited field's length; `at`: where a
-    length-delimited field's payload starts. `bad[m]`: message m was not walked to its end.
+    varint's value, or a length-delimited field's payload, starts. `bad[m]`: message m was not walked to its end.
     """
 
     msg: np.ndarray
@@ -68,19 +68,20 @@ def walk(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Fields:
     act = np.flatnonzero(cur < ends)
     parts: list[tuple[np.ndarray, ...]] = []
     while len(act):
-        p = cur[act]
-        tag = buf[p]
-        p += 1
-        value, value_len = varints(buf, p)
-        p += value_len
+        at = cur[act]
+        tag = buf[at]
+        at += 1
+        value, value_len = varints(buf, at)
         wire = tag & 7
-        nxt = p + np.where(wire == 2, value, np.uint64(0)).view(np.int64)
+        is_len = wire == 2
+        nxt = at + value_len + np.where(is_len, value, np.uint64(0)).view(np.int64)
+        at[is_len] += value_len[is_len]  # a payload starts after its length
         end = ends[act]
-        ok = (tag < 0x80) & (wire <= 2) & (wire != 1) & (value_len > 0) & (nxt >= p) & (nxt <= end)
+        ok = (tag < 0x80) & (wire <= 2) & (wire != 1) & (value_len > 0) & (nxt >= at) & (nxt <= end)
         if not ok.all():
             bad[act[~ok]] = True
-            act, tag, value, p, nxt, end = (a[ok] for a in (act, tag, value, p, nxt, end))
-        parts.append((act, tag, value, p))
+            act, tag, value, at, nxt, end = (a[ok] for a in (act, tag, value, at, nxt, end))
+        parts.append((act, tag, value, at))
         cur[act] = nxt
         act = act[nxt < end]
     if not parts:
