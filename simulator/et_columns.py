@@ -26,8 +26,9 @@ from lumos.simulator.et_names import MASKS as _MASKS
 from lumos.simulator.et_names import NameTable, words
 from lumos.simulator.et_wire import PAD, packed_ok, packed_varints, varints, walk
 from lumos.simulator.graph import COMM_TYPES
+from lumos.simulator.heap import trim
 
-CHUNK_BYTES = 8 << 20
+CHUNK_BYTES = 4 << 20
 #: Attributes read into columns (code = position + 1); other wanted ones make a node slow.
 FAST_ATTRS = ("is_cpu_op", cv.STREAM, cv.TID, cv.DUR_NS, cv.GAP_NS, cv.START_NS)
 SLOW_ATTRS = (
@@ -179,6 +180,7 @@ def read_columns(
         hi = bisect_left(offsets, limit, lo, len(offsets) - 1)
         if hi > lo:
             _decode_chunk(data, base, offsets[lo:hi], offsets[hi] - base, cols)
+            trim()
         if offsets[-1] >= limit or hi < len(offsets) - 1:
             break
         used = offsets[-1] - base

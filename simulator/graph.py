@@ -11,6 +11,7 @@ nodes; the two give identical graphs) or are built directly from arrays
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -122,27 +123,28 @@ class RankGraph:
         Required: `dep_ptr` and `dep_idx` (or none: no dependencies). For generators and
         benchmarks that never write protobuf.
         """
-        defaults: dict[str, object] = {
-            "ids": np.arange(n, dtype=np.int64),
-            "names": ["node"],
-            "name_idx": np.zeros(n, np.int32),
-            "type": np.full(n, COMP, np.int8),
-            "is_cpu_op": np.zeros(n, bool),
-            "dur_ns": np.zeros(n, np.int64),
-            "gap_ns": np.zeros(n, np.int64),
-            "dep_ptr": np.zeros(n + 1, np.int64),
-            "dep_idx": np.zeros(0, np.int32),
-            "pg_labels": [],
-        }
-        for name in ("stream", "tid", "start_ns", "comm_type", "comm_peer", "comm_tag", "comm_seq"):
-            defaults[name] = np.full(n, -1, np.int64)
-        for name in ("comm_dur_ns", "sync_stream", "sync_event"):
-            defaults[name] = np.full(n, -1, np.int64)
-        defaults["comm_size"] = np.zeros(n, np.int64)
-        defaults["pg_label"] = np.full(n, -1, np.int32)
-        defaults["group"] = np.full(n, -1, np.int32)
-        defaults["sync_kind"] = np.zeros(n, np.int8)
-        defaults.update(arrays)
-        if "dur_us_ns" not in arrays:
-            defaults["dur_us_ns"] = np.maximum(np.asarray(defaults["dur_ns"]), 0)
-        return cls(rank=rank, **defaults)  # type: ignore[arg-type]
+        made: dict[str, object] = dict(arrays)
+
+        def fill(names: tuple[str, ...], make: Callable[[], object]) -> None:
+            for name in names:  # only what was not given: big graphs allocate once
+                if name not in made:
+                    made[name] = make()
+
+        fill(("ids",), lambda: np.arange(n, dtype=np.int64))
+        fill(("names",), lambda: ["node"])
+        fill(("name_idx",), lambda: np.zeros(n, np.int32))
+        fill(("type",), lambda: np.full(n, COMP, np.int8))
+        fill(("is_cpu_op",), lambda: np.zeros(n, bool))
+        fill(("dur_ns", "gap_ns", "comm_size"), lambda: np.zeros(n, np.int64))
+        fill(("dep_ptr",), lambda: np.zeros(n + 1, np.int64))
+        fill(("dep_idx",), lambda: np.zeros(0, np.int32))
+        fill(("pg_labels",), list)
+        fill(
+            ("stream", "tid", "start_ns", "comm_type", "comm_peer", "comm_tag", "comm_seq"),
+            lambda: np.full(n, -1, np.int64),
+        )
+        fill(("comm_dur_ns", "sync_stream", "sync_event"), lambda: np.full(n, -1, np.int64))
+        fill(("pg_label", "group"), lambda: np.full(n, -1, np.int32))
+        fill(("sync_kind",), lambda: np.zeros(n, np.int8))
+        fill(("dur_us_ns",), lambda: np.maximum(np.asarray(made["dur_ns"]), 0))
+        return cls(rank=rank, **made)  # type: ignore[arg-type]

@@ -225,36 +225,51 @@ def _fill_deps(g: RankGraph, deps: list[tuple[int, ...]], source: str, repair: b
 def fill_dep_arrays(
     g: RankGraph, owner: np.ndarray, flat: np.ndarray, source: str, repair: bool
 ) -> None:
-    """CSR predecessors (node indices) from dependency ids `flat` of nodes `owner`
-    (ascending owners, each owner's in order), each predecessor once; vectorised: ids
-    map to indices by binary search on sorted ids.
+    """Set `g`'s CSR predecessors from dependency ids (see `dep_csr`)."""
+    g.dep_ptr, g.dep_idx, dropped = dep_csr(g.ids, g.rank, owner, flat, g.where, source, repair)
+    g.dropped_deps += dropped
+
+
+def dep_csr(
+    ids: np.ndarray,
+    rank: int,
+    owner: np.ndarray,
+    flat: np.ndarray,
+    where: Callable[[int], str],
+    source: str,
+    repair: bool,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """(dep_ptr, dep_idx, dependencies dropped): CSR predecessors (node indices) from
+    dependency ids `flat` of nodes `owner` (ascending owners, each owner's in order),
+    each predecessor once; vectorised: ids map to indices by binary search on the
+    sorted `ids`. `where(i)` names node i in errors.
 
     Raises TraceFormatError on a duplicate id, or a dependency on an absent id unless
     `repair`.
     """
-    n = len(g)
-    if n > 1 and not bool((np.diff(g.ids) > 0).all()):
-        dup = int(g.ids[np.nonzero(np.diff(g.ids) == 0)[0][0]])
-        raise TraceFormatError(source, f"rank {g.rank}: node id {dup} appears twice")
-    pos = np.minimum(np.searchsorted(g.ids, flat), max(n - 1, 0))
-    found = g.ids[pos] == flat if n else np.zeros(len(flat), bool)
+    n = len(ids)
+    if n > 1 and not bool((np.diff(ids) > 0).all()):
+        dup = int(ids[np.nonzero(np.diff(ids) == 0)[0][0]])
+        raise TraceFormatError(source, f"rank {rank}: node id {dup} appears twice")
+    pos = np.minimum(np.searchsorted(ids, flat), max(n - 1, 0))
+    found = ids[pos] == flat if n else np.zeros(len(flat), bool)
+    dropped = 0
     if not found.all():
         if not repair:
             first = int(np.argmin(found))
             raise TraceFormatError(
                 source,
-                f"{g.where(int(owner[first]))} depends on node {int(flat[first])}, which is "
+                f"{where(int(owner[first]))} depends on node {int(flat[first])}, which is "
                 "not in the file (--repair drops such dependencies)",
             )
-        g.dropped_deps += int((~found).sum())
+        dropped = int((~found).sum())
         owner, pos = owner[found], pos[found]
     keep = _first_of_each(owner, pos, n)
     if keep is not None:
         owner, pos = owner[keep], pos[keep]
     ptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(owner, minlength=n), out=ptr[1:])
-    g.dep_ptr = ptr
-    g.dep_idx = pos.astype(np.int32)
+    return ptr, pos.astype(np.int32), dropped
 
 
 def _first_of_each(owner: np.ndarray, pos: np.ndarray, n: int) -> np.ndarray | None:

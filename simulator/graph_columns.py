@@ -8,16 +8,20 @@ names numbered by first appearance, dependency ids turned into indices.
 
 from __future__ import annotations
 
-from typing import IO
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import IO, cast
 
 import numpy as np
 from google.protobuf.message import DecodeError
 
+from lumos.converters.chakra import conventions as cv
 from lumos.errors import TraceFormatError
 from lumos.proto import pb
 from lumos.simulator.et_columns import Columns, read_columns
 from lumos.simulator.graph import RankGraph
-from lumos.simulator.graph_build import fill_attrs, fill_dep_arrays, fill_metadata, wanted_attrs
+from lumos.simulator.graph_build import dep_csr, fill_attrs, fill_metadata, wanted_attrs
+from lumos.simulator.heap import trim
 
 
 def read_graph(rank: int, stream: IO[bytes], path: str, repair: bool = False) -> RankGraph:
@@ -69,7 +73,7 @@ def graph_from_columns(
         dur_us[at] = us
         dur_ns[at] = [d or -1 for d in us]
         name_idx[at] = [names.setdefault(node.name.encode(), len(names)) for node in nodes]
-        deps = [(*node.data_deps, *node.ctrl_deps) for node in nodes]
+        deps = [node.deps for node in nodes]
         counts = np.fromiter(map(len, deps), np.int64, len(deps))
         more = np.fromiter((d for ds in deps for d in ds), np.int64, int(counts.sum()))
         # slow nodes have no dependencies in the columns: insert theirs in owner order
@@ -88,6 +92,18 @@ def graph_from_columns(
     table = _name_table(names, source)
     if slow or perm is not None:
         name_idx, table = _renumber(name_idx, table)
+
+    def where(i: int) -> str:
+        return f"rank {rank} node {int(ids[i])} {table[int(name_idx[i])]!r}"
+
+    # dependencies first, while the other columns are not yet allocated
+    dep_ptr, dep_idx, dropped = dep_csr(ids, rank, owner, flat, where, source, repair)
+    del owner, flat
+    trim()
+    columns: dict[str, np.ndarray] = {}
+    for name in ("is_cpu_op", "stream", "tid", "gap_ns", "start_ns"):
+        column = _cat(getattr(cols, name), bool if name == "is_cpu_op" else np.int64)
+        columns[name] = column if perm is None else column[perm]
     g = RankGraph.from_arrays(
         rank,
         n,
@@ -98,19 +114,41 @@ def graph_from_columns(
         dur_us_ns=dur_us,
         dur_ns=dur_ns,
         pg_labels=[],
+        dep_ptr=dep_ptr,
+        dep_idx=dep_idx,
+        **columns,
     )
-    for name in ("is_cpu_op", "stream", "tid", "gap_ns", "start_ns"):
-        column = _cat(getattr(cols, name), bool if name == "is_cpu_op" else np.int64)
-        setattr(g, name, column if perm is None else column[perm])
+    g.dropped_deps = dropped
     if slow:
         _fill_slow(g, slow, perm)
-    fill_dep_arrays(g, owner, flat, source, repair)
+    trim()
     fill_metadata(g, metadata)
     g.source = source
     return g
 
 
-def _parse_slow(cols: Columns, source: str) -> dict[int, pb.Node]:
+@dataclass(slots=True)
+class _Slim:
+    """What `fill_attrs` reads of a protobuf-read node (the message itself is dropped)."""
+
+    type: int
+    inputs: pb.IOInfo
+
+
+@dataclass(slots=True)
+class _Slow:
+    """One protobuf-read node: its structure and its wanted attributes."""
+
+    id: int
+    type: int
+    duration_micros: int
+    name: str
+    deps: tuple[int, ...]
+    attrs: dict[str, object]
+    node: _Slim
+
+
+def _parse_slow(cols: Columns, source: str) -> dict[int, _Slow]:
     out = {}
     for index, offset, frame in cols.slow:
         node = pb.Node()
@@ -120,26 +158,33 @@ def _parse_slow(cols: Columns, source: str) -> dict[int, pb.Node]:
             raise TraceFormatError(
                 source, f"node #{index} does not parse: {exc}", where=f"byte {offset}"
             ) from None
-        out[index] = node
+        attrs = wanted_attrs(node.attr) if node.attr else {}
+        inputs = pb.IOInfo()
+        if attrs.get(cv.DUR_ESTIMATED):
+            inputs.CopyFrom(node.inputs)
+        out[index] = _Slow(
+            node.id,
+            node.type,
+            node.duration_micros,
+            node.name,
+            (*node.data_deps, *node.ctrl_deps),
+            attrs,
+            _Slim(node.type, inputs),
+        )
     cols.slow.clear()
     return out
 
 
-def _fill_slow(g: RankGraph, slow: dict[int, pb.Node], perm: np.ndarray | None) -> None:
+def _fill_slow(g: RankGraph, slow: dict[int, _Slow], perm: np.ndarray | None) -> None:
     """Attribute columns of the protobuf-read nodes, as `graph_from_et` fills them."""
     if perm is not None:
         inverse = np.empty(len(perm), np.int64)
         inverse[perm] = np.arange(len(perm))
         slow = {int(inverse[i]): node for i, node in slow.items()}
-    items = []
-    for i in sorted(slow):
-        attrs = slow[i].attr
-        if attrs:
-            a = wanted_attrs(attrs)
-            if a:
-                items.append((i, a))
+    items = [(i, slow[i].attrs) for i in sorted(slow) if slow[i].attrs]
     label_ids: dict[str, int] = {}
-    fill_attrs(g, items, slow, label_ids)
+    nodes = {i: slow[i].node for i, _ in items}
+    fill_attrs(g, items, cast(Mapping[int, pb.Node], nodes), label_ids)
     g.pg_labels = list(label_ids)
 
 

@@ -83,18 +83,30 @@ def _plain_size(source: EtSource) -> int:
 
 def _submit(
     pool: Executor, source: EtSource, size: int, jobs: int, ranks: int, repair: bool
-) -> list[Future[object]]:
+) -> list[Future[object] | _Local]:
     parts = min(max(1, jobs // ranks), max(1, size // PART_BYTES))
     if parts == 1:
         return [pool.submit(_read_source, source, repair)]
     cuts = [size * k // parts for k in range(parts + 1)]
-    return [
+    # the first part is read here, by `_collect`, while the workers read the others
+    later = [
         pool.submit(_read_part, source.path, cuts[k], cuts[k + 1] if k + 1 < parts else None)
-        for k in range(parts)
+        for k in range(1, parts)
     ]
+    return [_Local(source.path, cuts[1]), *later]
 
 
-def _collect(source: EtSource, parts: list[Future[object]], repair: bool) -> RankGraph:
+class _Local:
+    """The first part of a split file, read in this process when collected."""
+
+    def __init__(self, path: str, stop: int) -> None:
+        self.path, self.stop = path, stop
+
+    def result(self) -> tuple[bytes, Columns]:
+        return _read_part(self.path, 0, self.stop)
+
+
+def _collect(source: EtSource, parts: list[Future[object] | _Local], repair: bool) -> RankGraph:
     first = parts[0].result()
     if isinstance(first, RankGraph):
         return first
