@@ -77,9 +77,9 @@ def graph_from_columns(
         counts = np.fromiter(map(len, deps), np.int64, len(deps))
         more = np.fromiter((d for ds in deps for d in ds), np.int64, int(counts.sum()))
         # slow nodes have no dependencies in the columns: insert theirs in owner order
-        where = np.searchsorted(owner, at, side="right")
-        owner = np.insert(owner, np.repeat(where, counts), np.repeat(at, counts))
-        flat = np.insert(flat, np.repeat(where, counts), more)
+        slots = np.repeat(np.searchsorted(owner, at, side="right"), counts)
+        owner = np.insert(owner, slots, np.repeat(at, counts))
+        flat = np.insert(flat, slots, more)
     perm = None
     if n > 1 and bool((np.diff(ids) < 0).any()):
         perm = np.argsort(ids, kind="stable")

@@ -18,6 +18,7 @@ import tarfile
 from collections.abc import Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from lumos.converters.chakra.compressed import GZIP_MAGIC, decompressing, open_file
 from lumos.converters.chakra.files import EtSource
@@ -83,7 +84,7 @@ def _plain_size(source: EtSource) -> int:
 
 def _submit(
     pool: Executor, source: EtSource, size: int, jobs: int, ranks: int, repair: bool
-) -> list[Future[object] | _Local]:
+) -> list[Future[Any] | _Local]:
     parts = min(max(1, jobs // ranks), max(1, size // PART_BYTES))
     if parts == 1:
         return [pool.submit(_read_source, source, repair)]
@@ -106,7 +107,7 @@ class _Local:
         return _read_part(self.path, 0, self.stop)
 
 
-def _collect(source: EtSource, parts: list[Future[object] | _Local], repair: bool) -> RankGraph:
+def _collect(source: EtSource, parts: list[Future[Any] | _Local], repair: bool) -> RankGraph:
     first = parts[0].result()
     if isinstance(first, RankGraph):
         return first
