@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lumos.converters.astra_sim.graph import RankGraph
+from lumos.converters.astra_sim.groups import stoi
 from lumos.converters.astra_sim.nodes import SIMULATED_COLLECTIVES
 from lumos.converters.chakra.attrs import get_attr
 from lumos.proto import pb
@@ -36,7 +37,8 @@ def group_of(node: pb.Node, world: int, groups: dict[int, tuple[int, ...]]) -> t
     name = str(get_attr(node, "pg_name", "") or "")
     if name in ("", "0"):
         return tuple(range(world))
-    return groups.get(int(name), ())
+    gid = stoi(name)  # as ASTRA-sim reads it: "1.0" is group 1
+    return groups.get(gid, ()) if gid is not None else ()
 
 
 def _describe(graph: RankGraph, pos: int) -> str:

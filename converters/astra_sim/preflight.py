@@ -227,7 +227,7 @@ def _check_nodes(
                 )
             continue
         if is_comm:
-            _check_comm(graph, pos, network, groups, world, problems, report)
+            _check_comm(graph, pos, network, groups, world, problems, report, bundle)
 
 
 def _check_comm(
@@ -238,6 +238,7 @@ def _check_comm(
     world: int,
     problems: list[str],
     report: PreflightReport,
+    bundle: bool,
 ) -> None:
     node, where = graph.nodes[pos], graph.label(pos)
     size_attr = next((a for a in node.attr if a.name == "comm_size"), None)
@@ -267,7 +268,7 @@ def _check_comm(
                 f"{where}: comm_type {comm_type!r} is not one ASTRA-sim runs (ALL_REDUCE, "
                 "ALL_GATHER, ALL_TO_ALL, REDUCE_SCATTER; BROADCAST by duration)"
             )
-        _check_group(graph, pos, network, groups, world, problems)
+        _check_group(graph, pos, network, groups, world, problems, bundle)
         return
     is_send = node.type == pb.COMM_SEND_NODE
     report.sends += is_send
@@ -294,6 +295,7 @@ def _check_group(
     groups: dict[int, tuple[int, ...]],
     world: int,
     problems: list[str],
+    bundle: bool,
 ) -> None:
     node, where = graph.nodes[pos], graph.label(pos)
     name = str(get_attr(node, "pg_name", "") or "")
@@ -305,7 +307,7 @@ def _check_group(
                 "'communicator group not found'); add the group or fix pg_name"
             )
             return
-        if name != str(gid):
+        if bundle and name != str(gid):  # runs (std::stoi), but an export writes the id
             problems.append(f"{where}: pg_name {name!r} is read as {gid} by ASTRA-sim; write {gid}")
     members = group_of(node, world, groups)
     if graph.rank not in members:

@@ -182,8 +182,7 @@ def simulate_bundle(
     bundle: str | Path, backend: str = "congestion-unaware"
 ) -> tuple[list[int], float]:
     """lumos's astra mode on an export bundle with its own configs: (finish ns per
-    rank, wall seconds). `backend` is recorded for the caller; both backends are timed
-    by the congestion-unaware model (see docs/export.md)."""
+    rank, wall seconds), timed for the bundle's analytical `backend`."""
     import json
     import time
 
@@ -192,7 +191,13 @@ def simulate_bundle(
 
     root = Path(bundle)
     t0 = time.perf_counter()
-    pricer = AstraPricer.from_files(root / "system.json", root / "network.yml")
+    from lumos.converters.astra_sim.config_files import load_astra_network, load_astra_system
+
+    pricer = AstraPricer.for_backend(
+        backend,
+        load_astra_system(root / "system.json"),
+        load_astra_network(root / "network.yml"),
+    )
     groups = json.loads((root / "comm_group.json").read_text())
     result = simulate(
         root / "workload", SimOptions(mode=Mode.ASTRA, pricer=pricer, comm_groups=groups)

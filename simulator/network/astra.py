@@ -101,6 +101,17 @@ class AstraPricer:
         """Load ASTRA-sim's system JSON and analytical network YAML. Raises ConfigError."""
         return cls(load_astra_system(system_json), load_astra_network(network_yml))
 
+    @staticmethod
+    def for_backend(
+        backend: str, system: AstraSystemConfig, network: AstraNetworkConfig
+    ) -> AstraPricer:
+        """The pricer of an analytical backend (congestion-unaware or congestion-aware)."""
+        if backend == "congestion-aware":
+            from lumos.simulator.network.congestion_aware import CongestionAwarePricer
+
+            return CongestionAwarePricer(system, network)
+        return AstraPricer(system, network)
+
     @classmethod
     def from_configs(cls, system: AstraSystemConfig, network: AstraNetworkConfig) -> AstraPricer:
         return cls(system, network)
@@ -122,18 +133,33 @@ class AstraPricer:
         for r in ranks:
             if not 0 <= r < self.num_npus:
                 raise SimulationError(f"rank {r} is outside the network's {self.num_npus} NPUs")
-        splits = self.system.preferred_dataset_splits
-        chunk = size_bytes // splits
-        if comm_type != ALL_GATHER and chunk < self.num_npus:
-            # ASTRA-sim's determine_chunk_size: a chunk is at least one byte per NPU
-            chunk, size_bytes = self.num_npus, splits * self.num_npus
-        chunk = max(chunk, 1)
-        n_chunks = -(-size_bytes // chunk)
+        chunk, n_chunks = self.chunking(comm_type, size_bytes)
         if len(set(ranks)) == self.num_npus:
             phases = self._world_phases(comm_type, chunk)
         else:
             phases = [_Phase(-1, self._group_ring_ns(comm_type, chunk, ranks))]
         return _schedule([phases] * n_chunks, self.system.active_chunks_per_dimension)
+
+    def chunking(self, comm_type: int, size_bytes: int) -> tuple[int, int]:
+        """(chunk bytes, chunks) as ASTRA-sim's determine_chunk_size cuts a collective:
+        `preferred-dataset-splits` chunks, each at least one byte per NPU (all-gather
+        excepted)."""
+        splits = self.system.preferred_dataset_splits
+        chunk = size_bytes // splits
+        if comm_type != ALL_GATHER and chunk < self.num_npus:
+            chunk, size_bytes = self.num_npus, splits * self.num_npus
+        chunk = max(chunk, 1)
+        return chunk, -(-size_bytes // chunk)
+
+    def ring_of(self, comm_type: int, ranks: Sequence[int]) -> bool:
+        """Whether a collective over `ranks` runs as one ring (a sub-group, or all NPUs
+        on a network with one dimension of size > 1 and a ring implementation)."""
+        if len(set(ranks)) != self.num_npus:
+            return True
+        active = [i for i, d in enumerate(self.dims) if d.size > 1]
+        if len(active) != 1:
+            return False
+        return self.system.implementation(_NAMES[comm_type])[active[0]] in ("ring", "oneRing")
 
     def member_finish(
         self, comm_type: int, size_bytes: int, ranks: Sequence[int]
@@ -143,20 +169,10 @@ class AstraPricer:
         model does not apply (several dimensions per chunk, non-ring algorithms)."""
         if comm_type not in _NAMES or len(ranks) <= 1:
             return None
-        splits = self.system.preferred_dataset_splits
-        chunk = size_bytes // splits
-        if comm_type != ALL_GATHER and chunk < self.num_npus:
-            chunk, size_bytes = self.num_npus, splits * self.num_npus
-        chunk = max(chunk, 1)
-        n_chunks = -(-size_bytes // chunk)
+        chunk, n_chunks = self.chunking(comm_type, size_bytes)
         group = list(ranks)
-        if len(set(group)) == self.num_npus:
-            active = [i for i, d in enumerate(self.dims) if d.size > 1]
-            if len(active) != 1:
-                return None
-            impl = self.system.implementation(_NAMES[comm_type])[active[0]]
-            if impl not in ("ring", "oneRing"):
-                return None
+        if not self.ring_of(comm_type, group):
+            return None
         n = len(group)
         steps, reducing, divisor = ring_steps(comm_type, n)
         m = chunk // divisor

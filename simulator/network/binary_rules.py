@@ -32,7 +32,7 @@ def check_binary_rules(
     groups: dict[int, tuple[int, ...]] = {}
     for key, ranks in (comm_groups or {}).items():
         gid = stoi(str(key))
-        if gid is not None and gid >= 1:
+        if gid is not None and gid >= 0:  # the binary reads a user's group "0" too
             groups[gid] = tuple(sorted(int(r) for r in ranks))
     try:
         preflight_workload(workload, pricer.network, pricer.system, groups)

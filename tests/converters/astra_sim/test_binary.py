@@ -175,20 +175,44 @@ def test_scheduling_policies_equal_the_binary(
     assert ours == real
 
 
-def test_congestion_aware_bundle_is_one_dimensional_and_finishes(
+def test_congestion_aware_bundle_is_one_dimensional_and_equal_per_rank(
     astra_bin: dict[str, str], tmp_path: Path
 ) -> None:
     """16 ranks on h100 (two 8-GPU nodes) are 2-D for congestion-unaware; the
-    congestion-aware binary rejects that, so the export writes one Switch of 16."""
+    congestion-aware binary rejects that, so the export writes one Switch of 16, and
+    astra mode times it message by message on links like the binary."""
     trace = fixture_path(MICRO.format(kind="all_reduce", n=16))
     summary = export(trace, tmp_path / "b", backend="congestion-aware")
     network = load_astra_network(tmp_path / "b" / "network.yml")
     assert network.npus_count == (16,) and network.num_dims == 1
     assert any("congestion-aware backend (1-D only)" in n for n in summary.notes)
     real = run_bundle(tmp_path / "b", astra_bin["congestion-aware"], 16).finish_ns
-    assert min(real) > 0
+    ours, _ = simulate_bundle(tmp_path / "b", "congestion-aware")
+    assert ours == real == [112_918] * 16
     script = (tmp_path / "b" / "run.sh").read_text()
     assert "AstraSim_Analytical_Congestion_Aware" in script
+
+
+@pytest.mark.parametrize(("trace", "groups"), FIXTURES[:3] + FIXTURES[-2:], ids=str)
+def test_congestion_aware_fixture_bundles_equal_the_binary(
+    trace: str, groups: str | None, astra_bin: dict[str, str], tmp_path: Path
+) -> None:
+    kw = {"comm_groups_file": fixture_path(groups)} if groups else {}
+    summary = export(fixture_path(trace), tmp_path / "b", backend="congestion-aware", **kw)
+    real = run_bundle(tmp_path / "b", astra_bin["congestion-aware"], summary.ranks).finish_ns
+    ours, _ = simulate_bundle(tmp_path / "b", "congestion-aware")
+    assert min(real) > 0 and ours == real
+
+
+def test_congestion_aware_uneven_arrivals_and_by_duration(
+    astra_bin: dict[str, str], tmp_path: Path
+) -> None:
+    trace = _by_duration_trace(tmp_path / "in")
+    options = ExportOptions(replay_unsupported_comms=True)
+    export(trace, tmp_path / "b", options=options, backend="congestion-aware")
+    real = run_bundle(tmp_path / "b", astra_bin["congestion-aware"], 2).finish_ns
+    ours, _ = simulate_bundle(tmp_path / "b", "congestion-aware")
+    assert ours == real and real[0] < real[1]
 
 
 def _run_sh(bundle: Path, binary: str) -> subprocess.CompletedProcess[str]:
