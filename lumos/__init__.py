@@ -1,15 +1,33 @@
 """lumos: Chakra execution traces from distributed PyTorch training, simulated and exported.
 
-The top-level package is the thin shell (version, errors, CLI). The work lives in
+The top-level package is the thin shell (version, errors, CLI) and the Python facade:
+`lumos.convert`, `lumos.simulate`, `lumos.compare`, `lumos.export_astra_sim` (see
+`lumos.api`), loaded on first use so `import lumos` stays light. The work lives in
 `lumos.converters` (trace formats), `lumos.simulator` (event-driven simulation) and
 `lumos.hwconfigs` (hardware data); `lumos.proto` holds the Chakra schema bindings.
 """
 
+from __future__ import annotations
+
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
 try:
     __version__ = version("lumos")
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0.0.0+unknown"
 
-__all__ = ["__version__"]
+if TYPE_CHECKING:
+    from lumos.api import compare, convert, export_astra_sim, simulate
+
+_FACADE = ("convert", "simulate", "compare", "export_astra_sim")
+__all__ = ["__version__", "compare", "convert", "export_astra_sim", "simulate"]
+
+
+def __getattr__(name: str) -> Any:
+    """`lumos.simulate` and friends, imported from `lumos.api` on first access."""
+    if name in _FACADE:
+        from lumos import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'lumos' has no attribute {name!r}")

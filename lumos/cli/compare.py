@@ -5,23 +5,11 @@ from __future__ import annotations
 import click
 from rich.console import Console
 
+from lumos.api import compare
 from lumos.cli.main import echo_json, handle_errors, quiet
 from lumos.cli.options import hw_option, json_option, trace_argument
 from lumos.cli.progress import shown
-from lumos.converters.chakra.files import find_et_sources
-from lumos.simulator.network.api import CollectivePricer
-from lumos.simulator.report.compare import compare, render_comparison
-from lumos.simulator.report.measured import read_measured
-from lumos.simulator.run import Mode, SimOptions, simulate
-
-
-def _pricer(hw: str | None, ranks: int) -> CollectivePricer | None:
-    """The network pricer for collectives without a recorded time (only with --hw)."""
-    if hw is None:
-        return None
-    from lumos.simulator.network.nccl import pricer_for_job
-
-    return pricer_for_job(hw, ranks)
+from lumos.simulator.report.compare import render_comparison
 
 
 @click.command("compare")
@@ -53,21 +41,18 @@ def compare_command(
     at their measured step starts when the ETs carry them (overall times are then last
     end minus first start on both sides).
     """
-    ranks = len(find_et_sources(trace))
-    options = SimOptions(
-        mode=Mode.REPLAY,
-        pricer=_pricer(hw, ranks),
-        ablate_sync=ablate_sync,
-        repair=repair,
-        align_ranks=not no_align_ranks,
-    )
     with shown(not (as_json or quiet())):
-        result = simulate(trace, options)
-        comparison = compare(result, read_measured(trace))
+        comparison = compare(
+            trace,
+            hw=hw,
+            align_ranks=not no_align_ranks,
+            repair=repair,
+            ablate_sync=ablate_sync,
+        )
     if as_json:
-        echo_json(comparison.to_dict())
+        echo_json(comparison.to_json(), timings=comparison.simulation.timings())
         return
-    render_comparison(comparison, Console())
+    render_comparison(comparison.raw, Console())
     if not quiet():
-        for note in result.notes:
+        for note in comparison.simulation.notes:
             click.echo(f"note: {note}")

@@ -86,8 +86,7 @@ def info_cmd(paths: tuple[str, ...], as_json: bool) -> None:
     """
     infos = [trace_info(find_et_sources(p)) for p in paths]
     if as_json:
-        payload = [i.to_dict() for i in infos]
-        echo_json(payload[0] if len(payload) == 1 else payload)
+        echo_json({"traces": [i.to_dict() for i in infos]})
         return
     console = Console()
     for info in infos:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from lumos.api import export_astra_sim
 from lumos.cli.main import echo_json, handle_errors
 from lumos.cli.options import (
     astra_sim_options,
@@ -15,9 +16,9 @@ from lumos.cli.options import (
     output_option,
     trace_argument,
 )
-from lumos.converters.astra_sim.export import ExportRequest, ExportSummary, export_astra_sim
+from lumos.converters.astra_sim.export import ExportSummary
 from lumos.converters.astra_sim.preflight import preflight_bundle
-from lumos.converters.astra_sim.workload import CpuGaps, ExportOptions
+from lumos.converters.astra_sim.workload import CpuGaps
 
 
 @click.group("export")
@@ -79,24 +80,19 @@ def astra_sim_command(
     a problem is reported with rank, node and fix, and nothing is written.
     --astra-sim-system / --astra-sim-network replace the configs derived from --hw.
     """
-    options = ExportOptions(
-        cpu_gaps=CpuGaps(cpu_gaps),
+    summary = export_astra_sim(
+        trace,
+        output,
+        hw=hw,
+        astra_sim_system=astra_sim_system,
+        astra_sim_network=astra_sim_network,
+        comm_groups=comm_groups,
+        cpu_gaps=cpu_gaps,
         strict=strict,
         replay_unsupported_comms=replay_unsupported_comms,
-    )
-    summary = export_astra_sim(
-        ExportRequest(
-            target=trace,
-            out_dir=Path(output),
-            hw=hw,
-            system_file=_path(astra_sim_system),
-            network_file=_path(astra_sim_network),
-            comm_groups_file=_path(comm_groups),
-            options=options,
-            force=force,
-            backend=backend,
-        )
-    )
+        backend=backend,
+        force=force,
+    ).raw
     comparison = _compare(summary) if run_binary else None
     if as_json:
         data = summary.to_dict()
@@ -139,10 +135,6 @@ def _print_comparison(data: dict[str, object]) -> None:
         f"ranks identical, worst {worst:.4f}%; wall: ASTRA-sim {data['astra_sim_wall_s']} s, "
         f"lumos {data['lumos_wall_s']} s"
     )
-
-
-def _path(value: str | None) -> Path | None:
-    return None if value is None else Path(value)
 
 
 @export_group.command("astra-sim-check")

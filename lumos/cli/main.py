@@ -161,9 +161,18 @@ def handle_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def echo_json(payload: object) -> None:
-    """Print `payload` as indented JSON on stdout (every command's `--json`)."""
-    sys.stdout.buffer.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2) + b"\n")
+def echo_json(
+    payload: object,
+    *,
+    timings: dict[str, float] | None = None,
+    hardware: dict[str, Any] | None = None,
+) -> None:
+    """Print every command's `--json`: `payload` as the `result` of the versioned
+    envelope (`lumos.cli.envelope`: schema_version, inputs, hardware, options, timings)."""
+    from lumos.cli.envelope import envelope
+
+    doc = envelope(payload, timings=timings, hardware=hardware)
+    sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
     sys.stdout.flush()
 
 
@@ -196,11 +205,15 @@ class LazyGroup(click.Group):
     "fish_source for those shells).",
 )
 @click.version_option(__version__, prog_name="lumos")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """lumos: Chakra execution traces from distributed PyTorch training — convert,
     simulate, estimate, export to ASTRA-sim.
 
     -v/-q work before or after the command name."""
+    from lumos.cli.envelope import start_clock
+
+    start_clock(ctx)
 
 
 cli.params += verbosity_options()

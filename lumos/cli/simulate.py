@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import click
 from rich.console import Console
 
+from lumos.api import simulate
 from lumos.cli.main import echo_json, handle_errors, quiet
 from lumos.cli.options import (
     astra_sim_options,
@@ -18,41 +16,10 @@ from lumos.cli.options import (
     trace_argument,
 )
 from lumos.cli.progress import shown
-from lumos.converters.chakra.files import find_et_sources
-from lumos.errors import ConfigError, MissingExtraError
-from lumos.simulator.costmodel.roofline import CostModel
-from lumos.simulator.network.api import CollectivePricer
+from lumos.errors import MissingExtraError
 from lumos.simulator.report.summary import Report
 from lumos.simulator.result import SimResult
-from lumos.simulator.run import Mode, SimOptions, simulate
-
-
-def _pricer(
-    hw: str | None, system_json: str | None, network_yml: str | None, ranks: int
-) -> CollectivePricer | None:
-    if (system_json is None) != (network_yml is None):
-        raise ConfigError("--astra-sim-system and --astra-sim-network go together")
-    if system_json is not None and network_yml is not None:
-        from lumos.simulator.network.astra import AstraPricer
-
-        return AstraPricer.from_files(system_json, network_yml)
-    if hw is None:
-        return None
-    from lumos.simulator.network.nccl import pricer_for_job
-
-    return pricer_for_job(hw, ranks)
-
-
-def _cost_model(hw: str | None) -> CostModel | None:
-    """The compute cost model of the system's GPU (None without --hw)."""
-    if hw is None:
-        return None
-    from lumos.hwconfigs.load import load_system
-
-    try:
-        return CostModel.for_gpu(load_system(hw).gpu)
-    except ConfigError:
-        return None  # no calibration for this GPU: an error only if an ET needs one
+from lumos.simulator.run import Mode
 
 
 def _write_plots(report: Report, result: SimResult, prefix: str) -> list[str]:
@@ -134,35 +101,30 @@ def simulate_command(
     check_output(timeline, force)
     if plot_prefix:
         check_output(f"{plot_prefix}.breakdown.html", force)
-    ranks = len(find_et_sources(trace))
-    pricer = _pricer(hw, astra_sim_system, astra_sim_network, ranks)
-    if mode is None:
-        mode = "astra" if astra_sim_system else "model" if hw else "replay"
-    groups = json.loads(Path(comm_groups).read_text()) if comm_groups else None
-    options = SimOptions(
-        mode=Mode(mode),
-        pricer=pricer,
-        fold=fold,
-        ablate_sync=no_sync_edges,
-        comm_groups=groups,
-        repair=repair,
-        align_ranks=align_ranks,
-        cost_model=_cost_model(hw),
-        estimate_missing=estimate_missing,
-    )
     with shown(not (as_json or quiet())):
-        result = simulate(trace, options)
+        sim = simulate(
+            trace,
+            hw=hw,
+            mode=mode,
+            astra_sim_system=astra_sim_system,
+            astra_sim_network=astra_sim_network,
+            comm_groups=comm_groups,
+            fold=fold,
+            align_ranks=align_ranks,
+            repair=repair,
+            estimate_missing=estimate_missing,
+            ablate_sync=no_sync_edges,
+        )
+    result, report = sim.raw, sim.report
     if timeline:
         from lumos.simulator.report.timeline import write_timeline
 
         write_timeline(result, timeline)
-    from lumos.simulator.report.summary import build_report, render_summary
+    from lumos.simulator.report.summary import render_summary
 
-    report = build_report(result)
     plots = _write_plots(report, result, plot_prefix) if plot_prefix else []
     if as_json:
-        payload = result.to_json() | {"report": report.to_dict()}
-        echo_json(payload)
+        echo_json(sim.to_json(), timings=sim.timings())
         return
     render_summary(report, Console())
     if not quiet():

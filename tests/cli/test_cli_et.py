@@ -28,7 +28,7 @@ def test_version() -> None:
 def test_info_json_reports_true_counts(chakra_et: Path) -> None:
     code, out = run("et", "info", str(chakra_et), "--json")
     assert code == 0
-    info = json.loads(out)
+    (info,) = json.loads(out)["result"]["traces"]
     assert info["total_nodes"] == 3664
     assert info["by_type"] == {"COMM_COLL_NODE": 21, "COMP_NODE": 3643}
     comm = info["communication"]
@@ -40,7 +40,7 @@ def test_info_json_reports_true_counts(chakra_et: Path) -> None:
 def test_info_on_tar_and_t2d() -> None:
     code, out = run("et", "info", str(fixture_path(RESNET)), str(fixture_path(T2D)), "--json")
     assert code == 0
-    resnet, t2d = json.loads(out)
+    resnet, t2d = json.loads(out)["result"]["traces"]
     assert resnet["num_ranks"] == 64 and resnet["total_nodes"] == 13760
     assert resnet["communication"]["ALL_REDUCE"] == {"count": 3456, "bytes": 0, "unsized": 3456}
     assert t2d["num_ranks"] == 16 and t2d["total_nodes"] == 48
@@ -61,7 +61,7 @@ def test_validate_exit_codes() -> None:
     assert code == 0 and "16 file(s), 48 nodes: OK" in out
     code, out = run("et", "validate", str(fixture_path(RESNET)), "--json")
     assert code == 1
-    report = json.loads(out)
+    report = json.loads(out)["result"]
     assert report["errors"] == 3456
     assert {p["code"] for p in report["problems"]} == {"comm-size-missing"}
 

@@ -45,7 +45,7 @@ def test_host_et_only_replay_is_refused_not_zero(tmp_path: Path) -> None:
     assert "0 ns" in output and "Simulated step" not in output
     code, output = run("simulate", str(out), "--hw", "h100", "--json")
     assert code == 0, output
-    data = orjson.loads(output)
+    data = orjson.loads(output)["result"]
     assert data["iteration_time_ns"] > 1_000_000  # 1 ms at least: real work was priced
     assert any("priced by the cost model for h100_sxm" in n for n in data["notes"])
 
@@ -78,7 +78,7 @@ def test_hw_says_communication_only_was_repriced(ddp_et: Path) -> None:
     for hw in ("h100", "V100"):
         code, output = run("simulate", str(ddp_et), "--hw", hw, "--json")
         assert code == 0, output
-        data = orjson.loads(output)
+        data = orjson.loads(output)["result"]
         assert data["mode"] == "model"
         assert any("compute durations are kept" in n for n in data["notes"]), data["notes"]
     code, output = run("simulate", str(ddp_et), "--hw", "h100")
@@ -94,7 +94,7 @@ def test_compare_names_its_overall_row(ddp_et: Path) -> None:
     code, output = run("compare", str(ddp_et), "--no-align-ranks")
     assert code == 0 and "slowest rank" in output
     code, output = run("compare", str(ddp_et), "--no-align-ranks", "--json")
-    assert orjson.loads(output)["overall"] == "slowest_rank"
+    assert orjson.loads(output)["result"]["overall"] == "slowest_rank"
 
 
 def test_wrong_hw_is_one_line_listing_the_shipped_systems(ddp_et: Path) -> None:
@@ -108,7 +108,7 @@ def test_hw_list_and_show() -> None:
     code, output = run("hw", "list")
     assert code == 0 and "h100" in output and "v100" in output
     code, output = run("hw", "show", "A100", "--json")
-    assert code == 0 and orjson.loads(output)["node"]["gpu"]["name"] == "a100_sxm_80gb"
+    assert code == 0 and orjson.loads(output)["result"]["node"]["gpu"]["name"] == "a100_sxm_80gb"
 
 
 def test_convert_refuses_chakra_ets_and_simulate_refuses_raw_traces(ddp_et: Path) -> None:

@@ -16,7 +16,7 @@ def test_simulate_json_and_timeline(tmp_path: Path) -> None:
     out = tmp_path / "t.json"
     res = CliRunner().invoke(cli, ["simulate", str(trace), "--json", "--timeline", str(out)])
     assert res.exit_code == 0, res.output
-    data = orjson.loads(res.output)
+    data = orjson.loads(res.output)["result"]
     assert data["mode"] == "replay"
     assert len(data["ranks"]) == 16
     assert data["iteration_time_ns"] == max(r["iteration_time_ns"] for r in data["ranks"])
@@ -39,7 +39,7 @@ def test_simulate_with_astra_sim_configs() -> None:
         ],
     )
     assert res.exit_code == 0, res.output
-    data = orjson.loads(res.output)
+    data = orjson.loads(res.output)["result"]
     assert data["mode"] == "astra"
     assert 10_000 < data["iteration_time_ns"] < 1_000_000
 

@@ -320,7 +320,7 @@ def test_cli_json_summary(tmp_path: Path) -> None:
         ],
     )
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.output)["result"]
     assert data["ranks"] == 8 and data["exported_nodes"] == 280
     assert data["network"]["npus_count"] == [8]
     check = CliRunner().invoke(cli, ["export", "astra-sim-check", str(tmp_path / "b")])

@@ -1,0 +1,360 @@
+"""The Python facade: the CLI's four jobs as functions returning typed results.
+
+    import lumos
+    conv = lumos.convert(["run/"], "ets/")              # Conversion
+    sim = lumos.simulate("ets/", hw="h100")              # Simulation
+    sim.step_ns, sim.to_pandas()                         # per-rank breakdown table
+    cmp = lumos.compare("ets/")                          # Comparison
+    bundle = lumos.export_astra_sim("ets/", "bundle/", hw="h100")   # Export
+
+Every result has `.to_json()` (exactly the `result` part of the command's `--json`,
+schema in `lumos/schemas/`) and, with the `pandas` extra, `.to_pandas()`. The options
+are the CLI's, spelled as keyword arguments. Errors are the typed `lumos.errors`.
+Heavy modules load on first call, so `import lumos` stays light.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lumos.errors import ConfigError, MissingExtraError
+
+if TYPE_CHECKING:
+    import pandas
+
+    from lumos.converters.astra_sim.export import ExportSummary
+    from lumos.converters.pytorch.convert import ConvertResult
+    from lumos.simulator.report.compare import Comparison as _Comparison
+    from lumos.simulator.report.summary import Report
+    from lumos.simulator.result import SimResult
+
+#: wall-clock entries of `SimResult.stats`: timings, not results
+_TIMING_KEYS = ("load_s", "plan_s", "run_s")
+
+
+def _pandas() -> Any:
+    """The pandas module, or MissingExtraError naming the extra."""
+    try:
+        import pandas
+    except ImportError as exc:
+        raise MissingExtraError("pandas", "pandas") from exc
+    return pandas
+
+
+@dataclass(frozen=True, slots=True)
+class Conversion:
+    """What `convert` wrote: one summary per rank (`raw.ranks`) and cross-rank problems."""
+
+    raw: ConvertResult
+    output: Path
+
+    def to_json(self) -> dict[str, Any]:
+        """The `result` of `lumos convert --json`."""
+        return self.raw.to_json()
+
+    def to_pandas(self) -> pandas.DataFrame:
+        """One row per rank: nodes, link rate, measured step, output path."""
+        rows = []
+        for r in self.raw.ranks:
+            row = {k: v for k, v in r.to_json().items() if k not in ("link", "sources")}
+            row["link_rate"] = r.link.rate if r.link else None
+            rows.append(row)
+        return _pandas().DataFrame(rows).set_index("rank")
+
+
+@dataclass(frozen=True, slots=True)
+class Simulation:
+    """A simulated step: the raw `SimResult` and its `Report` (breakdown, critical path)."""
+
+    raw: SimResult
+    report: Report
+
+    @property
+    def step_ns(self) -> int:
+        """Simulated step time: last end over ranks minus first start."""
+        return self.raw.iteration_time_ns
+
+    @property
+    def notes(self) -> list[str]:
+        """What the numbers rest on (what --hw re-priced, durations that were missing)."""
+        return list(self.raw.notes)
+
+    def timings(self) -> dict[str, float]:
+        """Wall-clock seconds of the phases (load, plan, run)."""
+        return {k: float(self.raw.stats[k]) for k in _TIMING_KEYS if k in self.raw.stats}
+
+    def to_json(self) -> dict[str, Any]:
+        """The `result` of `lumos simulate --json` (timings apart: `timings()`)."""
+        report = self.report.to_dict()
+        ranks = [
+            {**sim, **rep}
+            for sim, rep in zip(self.raw.to_json()["ranks"], report["ranks"], strict=True)
+        ]
+        out: dict[str, Any] = {
+            "mode": self.raw.mode,
+            "iteration_time_ns": self.raw.iteration_time_ns,
+            "slowest_rank": self.report.slowest_rank if self.raw.ranks else None,
+            "aligned": self.raw.aligned,
+            "align_note": self.raw.align_note,
+            "notes": list(self.raw.notes),
+            "ranks": ranks,
+        }
+        if "critical_path" in report:
+            out["critical_path"] = report["critical_path"]
+        out["stats"] = {k: v for k, v in self.raw.stats.items() if k not in _TIMING_KEYS}
+        return out
+
+    def to_pandas(self, table: str = "ranks") -> pandas.DataFrame:
+        """`table="ranks"`: step and breakdown per rank; `"ops"`: one row per simulated
+        node (rank, name, processor, start/end/wait in ns)."""
+        pd = _pandas()
+        if table == "ranks":
+            rows = []
+            for r in self.to_json()["ranks"]:
+                parts = {k: v for k, v in r.pop("breakdown").items() if k != "basis"}
+                rows.append(r | parts)
+            return pd.DataFrame(rows).set_index("rank")
+        if table == "ops":
+            frames = []
+            for r in self.raw.ranks:
+                if r.folded_from is not None:
+                    continue
+                t = r.tasks
+                frames.append(
+                    pd.DataFrame(
+                        {
+                            "rank": r.rank,
+                            "node_id": t.node_id,
+                            "name": [t.names[i] for i in t.name_idx.tolist()],
+                            "processor": [r.processors[p].name for p in t.proc.tolist()],
+                            "start_ns": t.start_ns,
+                            "end_ns": t.end_ns,
+                            "wait_ns": t.wait_ns,
+                            "is_comm": t.is_comm,
+                        }
+                    )
+                )
+            return pd.concat(frames, ignore_index=True)
+        raise ValueError(f"table must be 'ranks' or 'ops', not {table!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Simulated vs measured, per rank and per stream/thread."""
+
+    raw: _Comparison
+    simulation: Simulation
+
+    @property
+    def error_pct(self) -> float | None:
+        """Signed error of the overall step (see `raw.overall_label`)."""
+        return self.raw.error_pct
+
+    def to_json(self) -> dict[str, Any]:
+        """The `result` of `lumos compare --json`."""
+        return self.raw.to_dict() | {"notes": self.simulation.notes}
+
+    def to_pandas(self) -> pandas.DataFrame:
+        """One row per rank: measured, simulated, error."""
+        rows = [
+            {k: v for k, v in r.items() if k != "processors"} for r in self.raw.to_dict()["ranks"]
+        ]
+        return _pandas().DataFrame(rows).set_index("rank")
+
+
+@dataclass(frozen=True, slots=True)
+class Export:
+    """An ASTRA-sim bundle that passed the pre-flight."""
+
+    raw: ExportSummary
+
+    @property
+    def bundle(self) -> Path:
+        return Path(self.raw.bundle)
+
+    def to_json(self) -> dict[str, Any]:
+        """The `result` of `lumos export astra-sim --json`."""
+        return self.raw.to_dict()
+
+    def to_pandas(self) -> pandas.DataFrame:
+        """One row per exported-node kind: kept and dropped counts."""
+        kinds = sorted({*self.raw.kept, *self.raw.dropped})
+        rows = [
+            {"kind": k, "kept": self.raw.kept.get(k, 0), "dropped": self.raw.dropped.get(k, 0)}
+            for k in kinds
+        ]
+        return _pandas().DataFrame(rows).set_index("kind")
+
+
+def convert(
+    inputs: str | Path | Sequence[str | Path],
+    output: str | Path,
+    *,
+    prefix: str = "trace",
+    step: int | None = None,
+    jobs: int = 1,
+    min_link_rate: float | None = None,
+) -> Conversion:
+    """Host ETs and/or Kineto traces of every rank -> `<output>/<prefix>.<rank>.et`.
+
+    Raises LinkError (host ET and Kineto from different runs: below `min_link_rate`,
+    default 0.5), TraceFormatError (unreadable or wrong kind of input).
+    """
+    from lumos.converters.pytorch.convert import MIN_LINK_RATE
+    from lumos.converters.pytorch.convert import convert as _convert
+
+    paths = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
+    rate = MIN_LINK_RATE if min_link_rate is None else min_link_rate
+    out = Path(output)
+    raw = _convert(paths, out, prefix=prefix, step=step, jobs=jobs, min_link_rate=rate)
+    return Conversion(raw, out)
+
+
+def simulate(
+    trace: str | Path,
+    *,
+    hw: str | None = None,
+    mode: str | None = None,
+    astra_sim_system: str | Path | None = None,
+    astra_sim_network: str | Path | None = None,
+    comm_groups: str | Path | None = None,
+    fold: bool = False,
+    align_ranks: bool | None = None,
+    repair: bool = False,
+    estimate_missing: bool = False,
+    ablate_sync: bool = False,
+) -> Simulation:
+    """Simulate every rank of `trace` (folder, prefix, file or tar of .et files).
+
+    `mode`: "replay" (recorded times), "model" (communication priced on `hw`), "astra"
+    (ASTRA-sim compatible); default astra with ASTRA-sim configs, model with `hw`, else
+    replay. Raises SimulationError (e.g. nothing but missing durations in a replay),
+    ValidationError, ConfigError, TraceFormatError.
+    """
+    from lumos.converters.chakra.files import find_et_sources
+    from lumos.simulator.report.summary import build_report
+    from lumos.simulator.run import Mode, SimOptions
+    from lumos.simulator.run import simulate as _simulate
+
+    ranks = len(find_et_sources(trace))
+    if mode is None:
+        mode = "astra" if astra_sim_system else "model" if hw else "replay"
+    options = SimOptions(
+        mode=Mode(mode),
+        pricer=_pricer(hw, astra_sim_system, astra_sim_network, ranks),
+        fold=fold,
+        ablate_sync=ablate_sync,
+        comm_groups=json.loads(Path(comm_groups).read_text()) if comm_groups else None,
+        repair=repair,
+        align_ranks=align_ranks,
+        cost_model=_cost_model(hw),
+        estimate_missing=estimate_missing,
+    )
+    result = _simulate(trace, options)
+    return Simulation(result, build_report(result))
+
+
+def compare(
+    trace: str | Path,
+    *,
+    hw: str | None = None,
+    align_ranks: bool = True,
+    repair: bool = False,
+    ablate_sync: bool = False,
+) -> Comparison:
+    """Replay `trace` and put simulated and measured times side by side.
+
+    `hw` prices only collectives that have no recorded time. Raises as `simulate`.
+    """
+    from lumos.simulator.report.compare import compare as _compare
+    from lumos.simulator.report.measured import read_measured
+
+    sim = simulate(
+        trace,
+        hw=hw,
+        mode="replay",
+        align_ranks=align_ranks,
+        repair=repair,
+        ablate_sync=ablate_sync,
+    )
+    return Comparison(_compare(sim.raw, read_measured(trace)), sim)
+
+
+def export_astra_sim(
+    trace: str | Path,
+    output: str | Path,
+    *,
+    hw: str | None = None,
+    astra_sim_system: str | Path | None = None,
+    astra_sim_network: str | Path | None = None,
+    comm_groups: str | Path | None = None,
+    cpu_gaps: str = "delay",
+    strict: bool = False,
+    replay_unsupported_comms: bool = False,
+    backend: str = "congestion-unaware",
+    force: bool = False,
+) -> Export:
+    """Write an ASTRA-sim bundle for `trace` into `output` (pre-flighted; nothing is
+    written on a problem). `backend`: the analytical backend the bundle is for
+    ("congestion-unaware" or "congestion-aware"). Raises ExportError, ConfigError,
+    TraceFormatError."""
+    from lumos.converters.astra_sim.export import ExportRequest
+    from lumos.converters.astra_sim.export import export_astra_sim as _export
+    from lumos.converters.astra_sim.workload import CpuGaps, ExportOptions
+
+    def path(value: str | Path | None) -> Path | None:
+        return None if value is None else Path(value)
+
+    request = ExportRequest(
+        target=str(trace),
+        out_dir=Path(output),
+        hw=hw,
+        system_file=path(astra_sim_system),
+        network_file=path(astra_sim_network),
+        comm_groups_file=path(comm_groups),
+        options=ExportOptions(
+            cpu_gaps=CpuGaps(cpu_gaps),
+            strict=strict,
+            replay_unsupported_comms=replay_unsupported_comms,
+        ),
+        force=force,
+        backend=backend,
+    )
+    return Export(_export(request))
+
+
+def _pricer(
+    hw: str | None,
+    system_json: str | Path | None,
+    network_yml: str | Path | None,
+    ranks: int,
+) -> Any:
+    """The network pricer: ASTRA-sim configs, else the `hw` system, else None."""
+    if (system_json is None) != (network_yml is None):
+        raise ConfigError("--astra-sim-system and --astra-sim-network go together")
+    if system_json is not None and network_yml is not None:
+        from lumos.simulator.network.astra import AstraPricer
+
+        return AstraPricer.from_files(str(system_json), str(network_yml))
+    if hw is None:
+        return None
+    from lumos.simulator.network.nccl import pricer_for_job
+
+    return pricer_for_job(hw, ranks)
+
+
+def _cost_model(hw: str | None) -> Any:
+    """The compute cost model of the system's GPU (None without `hw`, or uncalibrated)."""
+    if hw is None:
+        return None
+    from lumos.hwconfigs.load import load_system
+    from lumos.simulator.costmodel.roofline import CostModel
+
+    try:
+        return CostModel.for_gpu(load_system(hw).gpu)
+    except ConfigError:
+        return None  # no calibration for this GPU: an error only if an ET needs one
