@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from lumos.cli.main import echo_json, handle_errors
+from lumos.cli.options import hw_option
 
 if TYPE_CHECKING:
     from lumos.simulator.workload.step import EstimateResult
@@ -37,7 +38,7 @@ COUNT = click.IntRange(min=1)
 @click.option("--no-grad-overlap", is_flag=True, help="Reduce gradients after the backward.")
 @click.option("--no-param-overlap", is_flag=True, help="Gather parameters after the optimizer.")
 @click.option("--no-flash", is_flag=True, help="Unfused attention (QK^T, softmax, AV).")
-@click.option("--hw", default="h100", help="System config: h100, a100, or a YAML path.")
+@hw_option("System to estimate on.", default="h100")
 @click.option("--gpus", type=COUNT, default=None, help="Cluster size [the plan's].")
 @click.option(
     "-o",

@@ -118,12 +118,12 @@ def normalize_hw(value: str | None) -> str | None:
     return name
 
 
-def hw_option(help_text: str) -> Callable[[F], F]:
+def hw_option(help_text: str, default: str | None = None) -> Callable[[F], F]:
     """`--hw NAME|YAML`: a shipped system (case-insensitive) or a system YAML file."""
     names = ", ".join(shipped_systems())
     return click.option(
         "--hw",
-        default=None,
+        default=default,
         metavar="NAME|YAML",
         callback=lambda _ctx, _param, value: normalize_hw(value),
         help=f"{help_text} Shipped: {names} (see `lumos hw list`), or a system YAML path.",

@@ -83,6 +83,7 @@ def test_every_command_output_validates(ddp_et: Path, tmp_path: Path) -> None:
             "export", "astra-sim", str(ddp_et), "-o", str(tmp_path / "b"), "--hw", "h100", "--json"
         ],
         "hw-list": ["hw", "list", "--json"],
+        "estimate": ["estimate", "--model", "llama2-7b", "--tp", "2", "--dp", "2", "--json"],
         "hw-show": ["hw", "show", "v100", "--json"],
     }  # fmt: skip
     assert sorted(runs) == _json_commands()

@@ -80,7 +80,7 @@ def test_cli_json_has_the_documented_keys() -> None:
     args = ["estimate", "--model", "llama2-7b", "--tp", "4", "--dp", "2", "--mbs", "2"]
     result = CliRunner().invoke(cli, [*args, "--gbs", "8", "--seq", "4096", "--json"])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.output)["result"]
     for key in ("iteration_time_s", "tokens_per_s_per_gpu", "mfu", "memory_gb_per_gpu"):
         assert data[key] > 0
     assert set(data["breakdown"]) >= {"compute_s", "exposed_tp_s", "exposed_dp_s", "bubble_s"}

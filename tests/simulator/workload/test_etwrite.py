@@ -34,7 +34,7 @@ def test_all_ranks_written_and_validate_clean(et_dir: Path) -> None:
     assert len(list(et_dir.glob("estimate.*.et"))) == 256
     result = CliRunner().invoke(cli, ["et", "validate", str(et_dir), "--json"])
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
+    report = json.loads(result.output)["result"]
     assert (report["files"], report["errors"], report["problems"]) == (256, 0, [])
 
 
