@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from lumos.cli.main import echo_json, handle_errors
+from lumos.cli.options import hw_option
 from lumos.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ class _Progress:
 @click.option("--gpus", required=True, type=click.IntRange(min=1), help="GPUs in the job.")
 @click.option("--gbs", required=True, type=click.IntRange(min=1), help="Global batch (sequences).")
 @click.option("--seq", required=True, type=click.IntRange(min=1), help="Sequence length.")
-@click.option("--hw", default="h100", help="Hardware config: shipped name or YAML path.")
+@hw_option("System to estimate on.", default="h100")
 @click.option("--tp", default="1,2,4,8", help="TP degrees to try.")
 @click.option("--pp", default="1,2,4,8", help="PP degrees to try.")
 @click.option("--cp", default="1", help="CP degrees to try.")
@@ -150,7 +151,8 @@ def sweep_command(
     if plot_prefix:
         result.plots = _plots(result.rows, Path(plot_prefix), space)
     if as_json:
-        echo_json(result.to_json(top or None))
+        payload = result.to_json(top or None)
+        echo_json(payload, timings=payload.pop("timing", None))
         return
     _print(result, top)
 

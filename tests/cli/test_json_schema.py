@@ -84,6 +84,11 @@ def test_every_command_output_validates(ddp_et: Path, tmp_path: Path) -> None:
         ],
         "hw-list": ["hw", "list", "--json"],
         "estimate": ["estimate", "--model", "llama2-7b", "--tp", "2", "--dp", "2", "--json"],
+        "sweep": [
+            "sweep", "--model", "gpt3-1.3b", "--gpus", "2", "--gbs", "2", "--seq", "256",
+            "--tp", "2", "--pp", "1", "--mbs", "1", "--recompute", "none", "--workers", "1",
+            "-o", str(tmp_path / "s.csv"), "--json",
+        ],
         "hw-show": ["hw", "show", "v100", "--json"],
     }  # fmt: skip
     assert sorted(runs) == _json_commands()

@@ -270,7 +270,7 @@ def test_cli_sweep_estimates_real_plans_and_sizes_the_rest(tmp_path: Path) -> No
     ]
     out = CliRunner().invoke(cli, args)
     assert out.exit_code == 0, out.output
-    data = orjson.loads(out.output)
+    data = orjson.loads(out.stdout)["result"]
     plans = data["plans"]
     assert data["valid_plans"] == len(plans) == 12 and data["failed"] == 0
     simulated = [p for p in plans if p.get("tokens_per_s_per_gpu") is not None]
