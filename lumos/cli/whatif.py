@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from lumos.cli.main import echo_json, handle_errors
+from lumos.cli.options import hw_option
 from lumos.errors import ConfigError
 
 
@@ -27,7 +28,7 @@ def _pairs(values: tuple[str, ...], flag: str) -> tuple[tuple[int, float], ...]:
 
 
 @click.command("whatif")
-@click.argument("target", type=click.Path(exists=True))
+@click.argument("target", metavar="TRACE", type=click.Path(exists=True))
 @click.option("--layers", type=int, help="Transformer layers.")
 @click.option("--hidden", type=int, help="Hidden size (FFN follows as 4x unless --ffn).")
 @click.option("--ffn", type=int, help="FFN (MLP) size.")
@@ -42,7 +43,7 @@ def _pairs(values: tuple[str, ...], flag: str) -> tuple[tuple[int, float], ...]:
 )
 @click.option("--vp", type=int, default=1, show_default=True, help="Virtual stages (interleaved).")
 @click.option("--microbatches", type=int, help="Micro-batches per step (default: stages).")
-@click.option("--hw", help="Target system (h100, a100, v100 or YAML): GPU and network.")
+@hw_option("Target system: GPU and network.")
 @click.option("--base-hw", help="System the trace was recorded on (needed with --hw).")
 @click.option("--slow-rank", multiple=True, help="RANK=FACTOR: that rank's compute x FACTOR.")
 @click.option("--slow-link", multiple=True, help="RANK=FACTOR: its communication x FACTOR.")
@@ -75,7 +76,7 @@ def whatif_command(
     as_json: bool,
     explain: bool,
 ) -> None:
-    """Predict TARGET's step (folder, prefix, file or tar of .et files) after the edits."""
+    """Predict TRACE's step (folder, prefix, file or tar of .et files) after the edits."""
     from lumos.simulator.report.breakdown import breakdown
     from lumos.simulator.whatif.api import WhatIf, run_whatif
     from lumos.simulator.whatif.etset import write_etset

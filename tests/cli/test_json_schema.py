@@ -18,7 +18,9 @@ from click.testing import CliRunner
 from lumos import __version__, schemas
 from lumos.cli.envelope import SCHEMA_VERSION
 from lumos.cli.main import COMMANDS, cli
+from lumos.simulator.whatif.etset import write_etset
 from tests.conftest import DATA
+from tests.simulator.whatif.builders import training_step
 
 DDP = DATA / "captures" / "ddp"
 
@@ -73,6 +75,8 @@ def test_every_schema_is_a_valid_schema() -> None:
 
 
 def test_every_command_output_validates(ddp_et: Path, tmp_path: Path) -> None:
+    whatif_et = tmp_path / "whatif"
+    write_etset(training_step(layers=2), whatif_et)
     runs = {
         "convert": ["convert", str(DDP), "-o", str(tmp_path / "c"), "--json"],
         "simulate": ["simulate", str(ddp_et), "--hw", "H100", "--json"],
@@ -83,6 +87,7 @@ def test_every_command_output_validates(ddp_et: Path, tmp_path: Path) -> None:
             "export", "astra-sim", str(ddp_et), "-o", str(tmp_path / "b"), "--hw", "h100", "--json"
         ],
         "hw-list": ["hw", "list", "--json"],
+        "whatif": ["whatif", str(whatif_et), "--slow-rank", "1=1.5", "--json"],
         "estimate": ["estimate", "--model", "llama2-7b", "--tp", "2", "--dp", "2", "--json"],
         "sweep": [
             "sweep", "--model", "gpt3-1.3b", "--gpus", "2", "--gbs", "2", "--seq", "256",

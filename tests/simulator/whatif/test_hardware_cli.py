@@ -84,7 +84,7 @@ def test_cli_whatif_json_and_written_ets(tmp_path: Path) -> None:
         ],
     )
     assert result.exit_code == 0, result.output
-    payload = json.loads(result.output)
+    payload = json.loads(result.output)["result"]
     assert payload["predicted"]["iteration_time_ns"] > payload["base"]["iteration_time_ns"]
     assert len(payload["predicted"]["ranks"]) == 4 and len(payload["base"]["ranks"]) == 2
     assert payload["structure"]["ranks"][0]["layers"] == 3
@@ -109,4 +109,4 @@ def test_cli_hw_needs_base_hw(tmp_path: Path, hw: str) -> None:
         cli, ["whatif", str(tmp_path), "--hw", hw, "--base-hw", "v100", "--json"]
     )
     assert ok.exit_code == 0, ok.output
-    assert "matmul" in json.loads(ok.output)["edits"][0]
+    assert "matmul" in json.loads(ok.output)["result"]["edits"][0]
