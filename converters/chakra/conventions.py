@@ -126,6 +126,9 @@ META_STEP_NS = "measured_step_ns"
 META_STEP_START_NS = "step_start_ns"
 META_SOURCE = "source"
 META_PRODUCER = "producer"
+# what-if (lumos.simulator.whatif) ---------------------------------------------------------
+META_WHATIF_FIT = "whatif_fit"
+META_WHATIF_SHAPES_TP = "whatif_shapes_tp"
 
 META_ATTRS: tuple[AttrSpec, ...] = (
     AttrSpec(META_RANK, "int64_val", "global rank of this file"),
@@ -145,6 +148,19 @@ META_ATTRS: tuple[AttrSpec, ...] = (
     ),
     AttrSpec(META_SOURCE, "string_list", "input files this ET was converted from"),
     AttrSpec(META_PRODUCER, "string_val", "tool and version that wrote the file"),
+    # what-if (lumos.simulator.whatif) ------------------------------------------------------
+    AttrSpec(
+        META_WHATIF_FIT,
+        "string_val",
+        "JSON {cost class: [fixed_ns, ns_per_unit_of_work]}: the CPU-only trace's own op "
+        "timing lines, fitted on the traced step and kept through what-if edits",
+    ),
+    AttrSpec(
+        META_WHATIF_SHAPES_TP,
+        "int64_val",
+        "tensor-parallel degree the node shapes were traced at, once a what-if edit changed "
+        "the degree (shapes are kept; work scales by traced/new degree)",
+    ),
 )
 
 

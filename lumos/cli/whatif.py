@@ -33,6 +33,7 @@ def _pairs(values: tuple[str, ...], flag: str) -> tuple[tuple[int, float], ...]:
 @click.option("--hidden", type=int, help="Hidden size (FFN follows as 4x unless --ffn).")
 @click.option("--ffn", type=int, help="FFN (MLP) size.")
 @click.option("--seq", type=int, help="Sequence length.")
+@click.option("--tp", type=int, help="Tensor-parallel degree.")
 @click.option("--dp", type=int, help="Data-parallel degree.")
 @click.option("--pp", type=int, help="Pipeline stages (from a trace without a pipeline).")
 @click.option(
@@ -44,7 +45,11 @@ def _pairs(values: tuple[str, ...], flag: str) -> tuple[tuple[int, float], ...]:
 @click.option("--vp", type=int, default=1, show_default=True, help="Virtual stages (interleaved).")
 @click.option("--microbatches", type=int, help="Micro-batches per step (default: stages).")
 @hw_option("Target system: GPU and network.")
-@click.option("--base-hw", help="System the trace was recorded on (needed with --hw).")
+@click.option(
+    "--base-hw",
+    help="System the trace was recorded on (needed with --hw; prices kernel re-timing, "
+    "default h100).",
+)
 @click.option("--slow-rank", multiple=True, help="RANK=FACTOR: that rank's compute x FACTOR.")
 @click.option("--slow-link", multiple=True, help="RANK=FACTOR: its communication x FACTOR.")
 @click.option("--jitter", type=float, default=0.0, help="Log-normal kernel jitter (sigma).")
@@ -60,6 +65,7 @@ def whatif_command(
     hidden: int | None,
     ffn: int | None,
     seq: int | None,
+    tp: int | None,
     dp: int | None,
     pp: int | None,
     schedule: str,
@@ -88,6 +94,7 @@ def whatif_command(
         hidden=hidden,
         ffn=ffn,
         seq=seq,
+        tp=tp,
         dp=dp,
         pp=pp,
         schedule=schedule,

@@ -3,7 +3,7 @@ simulate base and edited steps side by side.
 
 `WhatIf` names the edits; `run_whatif` returns both simulations, the structure found, the
 edited ETs and what each edit did. Edits apply in the order layers, hidden/FFN,
-sequence, data parallel, pipeline, hardware, faults; each is a pure function of tagged
+sequence, tensor parallel, data parallel, pipeline, hardware, faults; each is a pure function of tagged
 ETs (`recover` tags them first, or keeps the tags of an already edited set), so the
 order only matters where it should (the pipeline is cut from the resized replicas).
 """
@@ -15,6 +15,7 @@ from pathlib import Path
 
 from lumos.errors import ConfigError
 from lumos.proto import pb
+from lumos.simulator.costmodel.roofline import CostModel
 from lumos.simulator.result import SimResult
 from lumos.simulator.whatif import nodes as nd
 from lumos.simulator.whatif.dims import ModelDims, hidden_map, infer_dims, seq_map
@@ -23,8 +24,11 @@ from lumos.simulator.whatif.etset import EtSet, load_etset, simulate_etset
 from lumos.simulator.whatif.faults import jitter, slow_link, slow_rank
 from lumos.simulator.whatif.groups import GroupRole, group_roles, roles_by_members
 from lumos.simulator.whatif.layers import set_layers
-from lumos.simulator.whatif.reshape import reshape
+from lumos.simulator.whatif.reshape import remember_fit, reshape
 from lumos.simulator.whatif.structure import RankStructure, recover_rank, tag
+
+#: the system whose GPU prices kernel re-timing when the trace's is not named (--base-hw)
+DEFAULT_GPU_SYSTEM = "h100"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +39,7 @@ class WhatIf:
     hidden: int | None = None
     ffn: int | None = None
     seq: int | None = None
+    tp: int | None = None
     dp: int | None = None
     pp: int | None = None
     schedule: str = "1f1b"
@@ -77,6 +82,7 @@ def recover(ets: EtSet) -> Recovered:
     """Tag every node with phase/layer/micro-batch (kept when already tagged)."""
     structures = [recover_rank(r) for r in ets.ranks]
     tagged = ets if _tagged(ets) else tag(ets, structures)
+    tagged = EtSet(tuple(remember_fit(r) for r in tagged.ranks), tagged.source)
     dims = infer_dims(tagged.ranks[0].nodes) if tagged.ranks else None
     return Recovered(tagged, structures, group_roles(tagged), dims)
 
@@ -88,6 +94,7 @@ def _activation_roles(ets: EtSet) -> set[tuple[int, ...]]:
 def apply_edits(rec: Recovered, spec: WhatIf) -> tuple[EtSet, list[str]]:
     """The edited trace and one note per edit. Raises ConfigError for an impossible edit."""
     ets, notes, dims = rec.ets, [], rec.dims
+    model = _cost_model(ets, spec)
     if spec.layers is not None:
         ets = set_layers(ets, spec.layers)
         notes.append(f"layers: {rec.structures[0].layers} -> {spec.layers}")
@@ -108,8 +115,15 @@ def apply_edits(rec: Recovered, spec: WhatIf) -> tuple[EtSet, list[str]]:
     if spec.seq is not None:
         assert dims is not None
         act = _activation_roles(ets)
-        ets = reshape(ets, seq_map(dims, spec.seq), _comm_scale(ets, act, spec.seq / dims.seq, 1.0))
+        scale = _comm_scale(ets, act, spec.seq / dims.seq, 1.0)
+        ets = reshape(ets, seq_map(dims, spec.seq), scale, model)
         notes.append(f"sequence: {dims.seq} -> {spec.seq}")
+    if spec.tp is not None:
+        from lumos.simulator.whatif.tp import set_tp, tp_degree
+
+        before = tp_degree(ets)
+        ets = set_tp(ets, spec.tp, dims, model)
+        notes.append(f"tensor parallel: {before} -> {spec.tp}")
     if spec.dp is not None:
         ets = set_dp(ets, spec.dp)
         notes.append(f"data parallel: -> {spec.dp}")
@@ -136,6 +150,15 @@ def apply_edits(rec: Recovered, spec: WhatIf) -> tuple[EtSet, list[str]]:
     return ets, notes
 
 
+def _cost_model(ets: EtSet, spec: WhatIf) -> CostModel | None:
+    """The traced GPU's cost model (for re-timing kernels), or None on a CPU-only trace."""
+    if not any(nd.on_gpu(n) for r in ets.ranks for n in r.nodes):
+        return None
+    from lumos.hwconfigs.load import load_system
+
+    return CostModel.for_gpu(load_system(spec.base_hw or DEFAULT_GPU_SYSTEM).gpu)
+
+
 def _comm_scale(ets: EtSet, act: set[tuple[int, ...]], act_factor: float, grad_factor: float):  # type: ignore[no-untyped-def]
     from lumos.simulator.whatif.etset import process_groups
     from lumos.simulator.whatif.groups import members_of
@@ -152,7 +175,6 @@ def _comm_scale(ets: EtSet, act: set[tuple[int, ...]], act_factor: float, grad_f
 
 def _swap_hw(ets: EtSet, spec: WhatIf, notes: list[str]) -> EtSet:
     from lumos.hwconfigs.load import load_system
-    from lumos.simulator.costmodel.roofline import CostModel
     from lumos.simulator.network.nccl import pricer_for_job
     from lumos.simulator.whatif.hardware import ClassRatios, swap_gpu
 

@@ -98,7 +98,7 @@ def relabel(ranks: list[RankEt], mapping: Mapping[int, Members]) -> list[RankEt]
         for n in r.nodes:
             m = mapping.get(id(n))
             if m is not None:
-                label = labels.setdefault(m, str(len(labels)))
+                label = labels.setdefault(m, str(len(labels) + 1))  # "0" reads as "all ranks"
                 nd.put(n, cv.PG_RANKS, list(m), "int64_list")
                 nd.put(n, "pg_name", label, "string_val")
     text = json.dumps({v: list(k) for k, v in labels.items()}, separators=(",", ":"))

@@ -59,7 +59,8 @@ def op_groups(r: RankEt) -> list[OpGroup]:
         if nd.on_gpu(n) or nd.is_comm(n) or proc[0] not in ("tid", "cpu"):
             continue
         rf = nd.int_attr(n, "rf_id")
-        key: tuple[object, ...] = (proc, rf, n.name) if rf >= 0 else (i,)
+        # copies of a layer (or micro-batch) share the traced rf_id: the tags tell them apart
+        key: tuple[object, ...] = (proc, rf, n.name, *nd.tags(n)) if rf >= 0 else (i,)
         g = by_key.get(key)
         if g is None:
             g = by_key[key] = OpGroup(n.name, [], -1)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from lumos.converters.chakra import conventions as cv
+from lumos.converters.chakra.attrs import get_attr
 from lumos.converters.ops.cost import OpCost
 from lumos.proto import pb
 from lumos.simulator.costmodel.roofline import CostModel
@@ -28,13 +30,28 @@ CommScale = Callable[[pb.Node], float]
 
 
 def trace_fit(r: RankEt) -> TraceFit:
-    """The per-class time lines of a CPU-only rank's own leaf ops."""
+    """The per-class time lines of a CPU-only rank's own leaf ops: those fitted on the
+    traced step (kept in the metadata by `remember_fit`), else fitted now."""
+    kept = get_attr(r.metadata, cv.META_WHATIF_FIT)
+    if kept:
+        return TraceFit.from_json(kept)
     samples: list[tuple[OpCost, int]] = []
     for g in op_groups(r):
         cost = cost_of(g.name, r.nodes[g.inputs_at].inputs)
         if cost is not None:
             samples.append((cost, sum(nd.duration(r.nodes[i]) for i in g.work)))
     return fit_trace(samples)
+
+
+def remember_fit(r: RankEt) -> RankEt:
+    """The rank with its fitted lines stored in its metadata (CPU-only ranks), so edits
+    of edits scale by the traced step's lines and an edit and its inverse cancel."""
+    if any(nd.on_gpu(n) for n in r.nodes) or get_attr(r.metadata, cv.META_WHATIF_FIT):
+        return r
+    meta = pb.GlobalMetadata()
+    meta.CopyFrom(r.metadata)
+    nd.put(meta, cv.META_WHATIF_FIT, trace_fit(r).to_json(), "string_val")  # type: ignore[arg-type]
+    return RankEt(r.rank, meta, r.nodes)
 
 
 def reshape_rank(

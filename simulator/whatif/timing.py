@@ -11,6 +11,7 @@ for matmul-like classes, bytes otherwise), refitted once without the outliers.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -42,6 +43,15 @@ class TraceFit:
     """Per-class time lines fitted on a trace's own ops (CPU-only traces)."""
 
     lines: dict[CostKind, Line] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({k.value: [v.fixed_ns, v.slope_ns] for k, v in self.lines.items()})
+
+    @classmethod
+    def from_json(cls, text: str) -> TraceFit:
+        return cls(
+            {CostKind(k): Line(float(a), float(b)) for k, (a, b) in json.loads(text).items()}
+        )
 
     def ratio(self, old: OpCost, new: OpCost) -> float:
         line = self.lines.get(old.kind) or self.lines.get(CostKind.MEMORY)

@@ -20,6 +20,7 @@ from lumos.simulator.whatif.faults import slow_link, slow_rank
 from lumos.simulator.whatif.layers import layer_sources, set_layers
 from lumos.simulator.whatif.netfit import fit_network
 from lumos.simulator.whatif.reshape import reshape
+from lumos.simulator.whatif.tp import set_tp
 from tests.simulator.whatif.builders import training_step
 
 
@@ -136,3 +137,29 @@ def test_slow_rank_stretches_its_compute_and_the_step() -> None:
     assert _time(slow_link(base, 0, 3.0)) > _time(base)
     with pytest.raises(ConfigError, match="rank 5 is not in the trace"):
         slow_rank(base, 5, 2.0)
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_tp_adds_megatron_all_reduces_and_shards_gemms(gpu: bool, tmp_path: Path) -> None:
+    base = recover(training_step(layers=3, ranks=2, gpu=gpu)).ets
+    edited = set_tp(base, 2)
+    assert [r.rank for r in edited.ranks] == [0, 1, 2, 3]  # replica * 2 + tp index
+    for r in edited.ranks:
+        groups = Counter(
+            tuple(nd.attr(n, "pg_ranks")) for n in r.nodes if n.type == pb.COMM_COLL_NODE
+        )
+        tp = tuple(r.rank // 2 * 2 + k for k in range(2))
+        dp = (r.rank % 2, 2 + r.rank % 2)
+        # fwd: 1 per layer (the builder's layer has one GEMM pair), bwd: 1 per layer; DP: 3
+        assert groups == {tp: 6, dp: 3}
+        tp_size = {nd.int_attr(n, "comm_size") for n in r.nodes if n.name == "whatif:tp_all_reduce"}
+        assert tp_size == {3 * 16 * 64 * 4}
+    gemm = "sm80_xmma_gemm_f16f16_f32" if gpu else "aten::addmm"
+    old = [nd.duration(n) for n in base.rank(0).nodes if n.name == gemm and nd.tags(n)[1] >= 0]
+    new = [nd.duration(n) for n in edited.rank(0).nodes if n.name == gemm and nd.tags(n)[1] >= 0]
+    assert all(b < a for a, b in zip(old, new, strict=True))
+    _valid(edited, tmp_path)
+    # 1 -> 2 -> 1 and 2 -> 4 -> 2 return the same step; TP and layers commute
+    assert _time(set_tp(edited, 1)) == _time(base)
+    assert _time(set_tp(set_tp(edited, 4), 2)) == _time(edited)
+    assert _time(set_tp(set_layers(base, 5), 2)) == _time(set_layers(edited, 5))

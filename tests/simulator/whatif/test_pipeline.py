@@ -73,3 +73,17 @@ def test_pp_refuses_a_pipelined_trace() -> None:
     base = recover(training_step(layers=4, ranks=2, batch=4)).ets
     with pytest.raises(ConfigError, match="already has a pipeline"):
         set_pp(set_pp(base, 2, "1f1b", 1, 2), 2)
+
+
+def test_edited_ets_export_to_astra_sim_and_pass_preflight(tmp_path: Path) -> None:
+    from lumos.converters.astra_sim.export import ExportRequest, export_astra_sim
+    from lumos.converters.astra_sim.preflight import preflight_bundle
+    from lumos.simulator.whatif.api import WhatIf, apply_edits
+
+    rec = recover(training_step(layers=4, ranks=2, batch=4, gpu=True))
+    edited, _ = apply_edits(rec, WhatIf(layers=6, tp=2, pp=2, microbatches=4))
+    assert edited.world_size == 8
+    write_etset(edited, tmp_path / "et")
+    export_astra_sim(ExportRequest(str(tmp_path / "et"), tmp_path / "bundle", hw="h100"))
+    report = preflight_bundle(tmp_path / "bundle")
+    assert report.ranks == 8 and report.sends == report.recvs > 0
