@@ -137,14 +137,16 @@ def whatif_command(
     b, p = res.base.iteration_time_ns, res.predicted.iteration_time_ns
     title = f"step: base {b / 1e6:.3f} ms -> predicted {p / 1e6:.3f} ms ({(p / b - 1) * 100 if b else 0:+.1f}%)"
     table = Table(title=title)
-    for col in ("rank", "", "iteration", "exposed compute", "overlapped", "exposed comm", "idle"):
+    some = next(iter(base_bd.values()), None)
+    parts = list(some.parts()) if some is not None else []
+    for col in ("rank", "", "iteration", *(p.replace("_", " ") for p in parts)):
         table.add_column(col, justify="right")
     for rank in sorted(set(base_bd) | set(pred_bd)):
         for label, bd in (("base", base_bd.get(rank)), ("predicted", pred_bd.get(rank))):
             if bd is None:
                 continue
-            parts = [bd.iteration_ns, *bd.parts().values()]
-            table.add_row(str(rank), label, *(f"{v / 1e6:.3f} ms" for v in parts))
+            values = [bd.iteration_ns, *bd.parts().values()]
+            table.add_row(str(rank), label, *(f"{v / 1e6:.3f}" for v in values))
     console.print(table)
     for path in written[:1]:
         click.echo(f"wrote {len(written)} ET(s) to {Path(path).parent}")
