@@ -4,8 +4,10 @@ Reads what `scripts/whatif_capture.py` wrote (`out/whatif/<config>/run<k>-et/`).
 base run is edited into every other configuration and simulated (replay of the edited
 ETs); each configuration's runs give the measured step (`measured_step_ns`, the slowest
 rank's Kineto `ProfilerStep`). The table compares the median prediction with the median
-measurement, and, because the shared machine's load moves single runs by tens of per
-cent, also the fastest prediction with the fastest measurement.
+measurement; because the shared machine's load moves single runs by tens of per cent, it
+also compares the fastest prediction with the fastest measurement, and run k's
+prediction (from base run k) with run k's measurement (captured minutes apart, under
+about the same load; the median of those paired errors).
 
     python scripts/whatif_table.py --root out/whatif
 """
@@ -58,7 +60,8 @@ def main() -> None:
     sim_ms = [simulate_etset(r.ets).iteration_time_ns / 1e6 for r in bases]
     spread = (max(base_ms) - min(base_ms)) / statistics.median(base_ms) * 100
     print(f"base: {len(bases)} runs, measured {', '.join(f'{x:.1f}' for x in base_ms)} ms")
-    print(f"base replay: {', '.join(f'{x:.1f}' for x in sim_ms)} ms; spread {spread:.0f}%")
+    print(f"base replay: {', '.join(f'{x:.1f}' for x in sim_ms)} ms")
+    print(f"base spread (max-min)/median: {spread:.0f}%")
     print()
     print(
         "| config | edit | runs | measured median (min-max) ms | predicted median (min-max) ms "
@@ -71,10 +74,12 @@ def main() -> None:
             continue
         pred = [simulate_etset(apply_edits(b, spec)[0]).iteration_time_ns / 1e6 for b in bases]
         m, q = statistics.median(measured), statistics.median(pred)
+        paired = statistics.median(p / x - 1 for p, x in zip(pred, measured, strict=False))
         print(
-            f"| {config} | `{flags}` | {len(measured)} | {m:.1f} ({min(measured):.1f}-{max(measured):.1f}) "
+            f"| {config} | `{flags}` | {len(measured)} "
+            f"| {m:.1f} ({min(measured):.1f}-{max(measured):.1f}) "
             f"| {q:.1f} ({min(pred):.1f}-{max(pred):.1f}) | {(q / m - 1) * 100:+.1f}% "
-            f"| {(min(pred) / min(measured) - 1) * 100:+.1f}% |"
+            f"| {(min(pred) / min(measured) - 1) * 100:+.1f}% | {paired * 100:+.1f}% |"
         )
 
 

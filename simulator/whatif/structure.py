@@ -12,7 +12,9 @@ on whole layers. How they are found:
   ..._<k>`, `layers.<k>`), else from the repeating pattern of op names and input shapes
   on the busiest CPU thread of that phase (`repeat.find_repeat`); backward runs the
   layers in reverse. Communication calls are left out of the pattern (DDP buckets do
-  not fall on layer boundaries) and take the layer of the op before them;
+  not fall on layer boundaries), and so are gradient accumulations (autograd runs each
+  parameter's `AccumulateGrad` when it is ready, not at a fixed place in its layer);
+  they take the layer of the op before them;
 * micro-batches, from the pipeline's send/recv calls on that thread.
 """
 
@@ -32,7 +34,8 @@ PHASES = ("fwd", "bwd", "optim")
 _BWD = re.compile(r"^autograd::engine::evaluate_function|Backward\d*$|Backward\d*\b")
 _OPT = re.compile(r"^Optimizer\.|^optimizer", re.IGNORECASE)
 _COMMISH = re.compile(
-    r"c10d|nccl|gloo|reducer::|record_param_comms|all_reduce|allreduce|reduce_scatter|all_gather|::wait|^wait"
+    r"c10d|nccl|gloo|reducer::|record_param_comms|all_reduce|allreduce|reduce_scatter"
+    r"|all_gather|::wait|^wait|accumulategrad"
 )
 _MODULE = re.compile(r"(?:nn\.Module: \w*?_|layers?\.|blocks?\.|h\.)(\d+)$")
 
