@@ -50,31 +50,60 @@ class _Progress:
         self.last = now
         rate = done / max(now - self.t0, 1e-9)
         eta = (total - done) / rate if rate else 0.0
-        line = f"sweep: {done}/{total} plans, {rate:.1f}/s, ETA {eta:.0f} s"
+        line = f"sweep: {done}/{total} points, {rate:.1f}/s, ETA {eta:.0f} s"
         click.echo(("\r" + line) if self.tty else line, err=True, nl=not self.tty or done == total)
 
 
+#: the model-mode grid when an axis is not given
+PLAN_DEFAULTS = {
+    "tp": "1,2,4,8",
+    "pp": "1,2,4,8",
+    "cp": "1",
+    "vp": "1",
+    "mbs": "1,2",
+    "zero": "1",
+    "recompute": "none,selective,full",
+    "precision": "bf16",
+}
+
+
 @click.command("sweep")
-@click.option("--model", required=True, help="Built-in model name or a model YAML.")
-@click.option("--gpus", required=True, type=click.IntRange(min=1), help="GPUs in the job.")
-@click.option("--gbs", required=True, type=click.IntRange(min=1), help="Global batch (sequences).")
-@click.option("--seq", required=True, type=click.IntRange(min=1), help="Sequence length.")
-@hw_option("System to estimate on.", default="h100")
-@click.option("--tp", default="1,2,4,8", help="TP degrees to try.")
-@click.option("--pp", default="1,2,4,8", help="PP degrees to try.")
-@click.option("--cp", default="1", help="CP degrees to try.")
-@click.option("--vp", default="1", help="Virtual stages per PP rank to try (interleaved 1F1B).")
-@click.option("--mbs", default="1,2", help="Micro-batch sizes to try.")
-@click.option("--zero", default="1", help="ZeRO stages to try (0, 1, 3).")
-@click.option("--recompute", default="none,selective,full", help="Activation recomputation.")
-@click.option("--precision", default="bf16", help="bf16 and/or fp8.")
+@click.option("--model", help="Built-in model name or a model YAML (plan sweep).")
+@click.option(
+    "--from-trace",
+    "trace",
+    type=click.Path(exists=True),
+    help="Sweep what-if edits of this converted trace instead of plans.",
+)
+@click.option("--gpus", type=click.IntRange(min=1), help="GPUs in the job (plan sweep).")
+@click.option("--gbs", type=click.IntRange(min=1), help="Global batch in sequences (plan sweep).")
+@click.option("--seq", help="Sequence length; with --from-trace, lengths to try.")
+@hw_option("System to estimate on (default h100); with --from-trace, the system to swap to.")
+@click.option("--base-hw", help="With --from-trace and --hw: the system the trace was recorded on.")
+@click.option("--tp", help=f"TP degrees to try [{PLAN_DEFAULTS['tp']}].")
+@click.option("--pp", help=f"PP degrees to try [{PLAN_DEFAULTS['pp']}]; with --from-trace, stages.")
+@click.option("--cp", help="CP degrees to try [1].")
+@click.option("--vp", help="Virtual stages per PP rank to try (interleaved 1F1B) [1].")
+@click.option("--mbs", help=f"Micro-batch sizes to try [{PLAN_DEFAULTS['mbs']}].")
+@click.option("--zero", help="ZeRO stages to try (0, 1, 3) [1].")
+@click.option("--recompute", help=f"Activation recomputation [{PLAN_DEFAULTS['recompute']}].")
+@click.option("--precision", help="bf16 and/or fp8 [bf16].")
+@click.option("--dp", help="With --from-trace: data-parallel degrees to try.")
+@click.option("--layers", help="With --from-trace: layer counts to try.")
+@click.option("--hidden", help="With --from-trace: hidden sizes to try.")
+@click.option(
+    "--schedule",
+    type=click.Choice(["1f1b", "interleaved", "gpipe"]),
+    default="1f1b",
+    help="With --from-trace and --pp: the pipeline schedule.",
+)
 @click.option(
     "--simulate-infeasible",
     is_flag=True,
     help="Also simulate plans that do not fit in GPU memory (default: size them only).",
 )
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local")
-@click.option("--workers", type=click.IntRange(min=1), default=2, help="Plans estimated at once.")
+@click.option("--workers", type=click.IntRange(min=1), default=2, help="Points simulated at once.")
 @click.option(
     "--ray-address",
     default=None,
@@ -93,23 +122,29 @@ class _Progress:
     default=None,
     help="Write PREFIX.html (and PREFIX.png with lumos[plot]).",
 )
-@click.option("--top", default=10, show_default=True, help="Plans shown (and in --json; 0 = all).")
-@click.option("--json", "as_json", is_flag=True, help="Print the ranked plans as JSON.")
+@click.option("--top", default=10, show_default=True, help="Rows shown (and in --json; 0 = all).")
+@click.option("--json", "as_json", is_flag=True, help="Print the ranked rows as JSON.")
 @handle_errors
 def sweep_command(
-    model: str,
-    gpus: int,
-    gbs: int,
-    seq: int,
-    hw: str,
-    tp: str,
-    pp: str,
-    cp: str,
-    vp: str,
-    mbs: str,
-    zero: str,
-    recompute: str,
-    precision: str,
+    model: str | None,
+    trace: str | None,
+    gpus: int | None,
+    gbs: int | None,
+    seq: str | None,
+    hw: str | None,
+    base_hw: str | None,
+    tp: str | None,
+    pp: str | None,
+    cp: str | None,
+    vp: str | None,
+    mbs: str | None,
+    zero: str | None,
+    recompute: str | None,
+    precision: str | None,
+    dp: str | None,
+    layers: str | None,
+    hidden: str | None,
+    schedule: str,
     simulate_infeasible: bool,
     executor: str,
     workers: int,
@@ -120,24 +155,92 @@ def sweep_command(
     as_json: bool,
 ) -> None:
     """Estimate every valid TP/PP/CP/DP/micro-batch/recompute plan of MODEL on GPUS and rank
-    them by tokens/s/GPU. Resumes from OUTPUT's journal after a kill."""
-    from lumos.simulator.sweep.runner import sweep
+    them by tokens/s/GPU; or, with --from-trace, simulate a grid of what-if edits of a
+    traced step. Resumes from OUTPUT's journal after a kill."""
+    from lumos.simulator.sweep.runner import sweep, sweep_trace
+
+    progress = _Progress(quiet=as_json)
+    if trace is not None:
+        from lumos.simulator.sweep.trace_grid import TraceSpace
+
+        plan_only = {
+            "--model": model,
+            "--gpus": gpus,
+            "--gbs": gbs,
+            "--tp": tp,
+            "--cp": cp,
+            "--mbs": mbs,
+            "--zero": zero,
+            "--recompute": recompute,
+            "--precision": precision,
+        }
+        given = [k for k, v in plan_only.items() if v is not None]
+        if given:
+            raise ConfigError(f"{', '.join(given)}: plan-sweep options, not for --from-trace")
+        tspace = TraceSpace(
+            target=trace,
+            layers=_ints(layers, "layers") if layers else (),
+            seq=_ints(seq, "seq") if seq else (),
+            hidden=_ints(hidden, "hidden") if hidden else (),
+            dp=_ints(dp, "dp") if dp else (),
+            pp=_ints(pp, "pp") if pp else (),
+            hw=(hw,) if hw else (),
+            schedule=schedule,
+            base_hw=base_hw,
+        )
+        result = sweep_trace(
+            tspace,
+            output,
+            executor=executor,
+            workers=workers,
+            ray_address=ray_address,
+            progress=progress,
+        )
+        if as_json:
+            _echo(result, top)
+        else:
+            _print_trace(result, top)
+        return
     from lumos.simulator.sweep.space import SweepSpace
 
+    missing = [
+        k
+        for k, v in {"--model": model, "--gpus": gpus, "--gbs": gbs, "--seq": seq}.items()
+        if v is None
+    ]
+    if missing:
+        raise ConfigError(f"a plan sweep needs {', '.join(missing)} (or use --from-trace ET_DIR)")
+    given = [k for k, v in {"--dp": dp, "--layers": layers, "--hidden": hidden}.items() if v]
+    if given:
+        raise ConfigError(f"{', '.join(given)}: what-if options, only with --from-trace")
+    assert model is not None and gpus is not None and gbs is not None and seq is not None
+    grid = {
+        k: v if v is not None else PLAN_DEFAULTS[k]
+        for k, v in {
+            "tp": tp,
+            "pp": pp,
+            "cp": cp,
+            "vp": vp,
+            "mbs": mbs,
+            "zero": zero,
+            "recompute": recompute,
+            "precision": precision,
+        }.items()
+    }
     space = SweepSpace(
         model=model,
         gpus=gpus,
         gbs=gbs,
-        seq=seq,
-        hw=hw,
-        tp=_ints(tp, "tp"),
-        pp=_ints(pp, "pp"),
-        cp=_ints(cp, "cp"),
-        vp=_ints(vp, "vp"),
-        mbs=_ints(mbs, "mbs"),
-        zero=_ints(zero, "zero"),
-        recompute=_words(recompute),
-        precision=_words(precision),
+        seq=_ints(seq, "seq")[0],
+        hw=hw or "h100",
+        tp=_ints(grid["tp"], "tp"),
+        pp=_ints(grid["pp"], "pp"),
+        cp=_ints(grid["cp"], "cp"),
+        vp=_ints(grid["vp"], "vp"),
+        mbs=_ints(grid["mbs"], "mbs"),
+        zero=_ints(grid["zero"], "zero"),
+        recompute=_words(grid["recompute"]),
+        precision=_words(grid["precision"]),
     )
     result = sweep(
         space,
@@ -146,15 +249,49 @@ def sweep_command(
         executor=executor,
         workers=workers,
         ray_address=ray_address,
-        progress=_Progress(quiet=as_json),
+        progress=progress,
     )
     if plot_prefix:
         result.plots = _plots(result.rows, Path(plot_prefix), space)
     if as_json:
-        payload = result.to_json(top or None)
-        echo_json(payload, timings=payload.pop("timing", None))
+        _echo(result, top)
         return
     _print(result, top)
+
+
+def _echo(result: SweepResult, top: int) -> None:
+    payload = result.to_json(top or None)
+    echo_json(payload, timings=payload.pop("timing", None))
+
+
+def _print_trace(result: SweepResult, top: int) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from lumos.simulator.sweep.trace_grid import AXES
+
+    table = Table(title=f"what-if grid ({len(result.rows)} points, fastest first)")
+    for col in ("#", *AXES, "ranks", "step s", "vs trace"):
+        table.add_column(col, justify="right")
+    for r in result.rows[: top or None]:
+        edits = [str(r[a]) if r.get(a) is not None else "-" for a in AXES]
+        if r.get("error"):
+            table.add_row(str(r["rank"]), *edits, "", f"error: {r['error']}", "")
+            continue
+        speed = r.get("speedup_vs_trace")
+        table.add_row(
+            str(r["rank"]),
+            *edits,
+            str(r["ranks"]),
+            f"{r['iteration_time_s']:.4f}",
+            f"{speed:.2f}x" if speed else "",
+        )
+    console = Console()
+    console.print(table)
+    console.print(
+        f"simulated {result.ran}, resumed {result.resumed}, failed {result.failed} "
+        f"in {result.wall_s:.1f} s -> {result.table}"
+    )
 
 
 def _plots(rows: list[dict[str, Any]], prefix: Path, space: SweepSpace) -> list[Path]:

@@ -15,12 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from lumos import __version__
+from lumos.errors import ConfigError
 from lumos.hwconfigs.load import load_system
 from lumos.simulator.sweep.engines import Work, run_local, run_ray
 from lumos.simulator.sweep.evaluate import evaluate
 from lumos.simulator.sweep.journal import Journal
 from lumos.simulator.sweep.space import SweepSpace, enumerate_plans, plan_key
 from lumos.simulator.sweep.table import ranked, write_table
+from lumos.simulator.sweep.trace_grid import COLUMNS as TRACE_COLUMNS
+from lumos.simulator.sweep.trace_grid import TraceSpace, edit_points, evaluate_edit, rank_edits
 from lumos.simulator.workload.spec import load_model
 
 Progress = Callable[[int, int], None]
@@ -30,7 +33,7 @@ Progress = Callable[[int, int], None]
 class SweepResult:
     """What a sweep found: ranked rows, what was skipped, and where the outputs are."""
 
-    space: SweepSpace
+    space: SweepSpace | TraceSpace
     rows: list[dict[str, Any]]
     grid_points: int
     rejected: Counter[str]
@@ -44,7 +47,7 @@ class SweepResult:
 
     @property
     def best(self) -> dict[str, Any] | None:
-        return next((r for r in self.rows if not r.get("error") and r.get("fits")), None)
+        return next((r for r in self.rows if not r.get("error") and r.get("fits", True)), None)
 
     def to_json(self, top: int | None = None) -> dict[str, Any]:
         rows = self.rows if top is None else self.rows[:top]
@@ -66,6 +69,40 @@ def journal_path(table: Path) -> Path:
     return table.with_name(table.name + ".journal.jsonl")
 
 
+def run_journaled(
+    points: list[dict[str, Any]],
+    identity: dict[str, Any],
+    output: Path,
+    *,
+    executor: str,
+    workers: int,
+    ray_address: str | None,
+    progress: Progress | None,
+    work: Work,
+) -> tuple[list[dict[str, Any]], int, int]:
+    """Run the points not yet in `output`'s journal; (rows of these points, resumed, ran).
+
+    Raises ConfigError for a journal of another sweep or an unknown executor.
+    """
+    journal = Journal(journal_path(output), {"space": identity, "lumos": __version__})
+    todo = [p for p in points if p["key"] not in journal.done]
+    resumed = len(points) - len(todo)
+    if executor == "local":
+        results = run_local(todo, work, workers)
+    elif executor == "ray":
+        results = run_ray(todo, work, workers, ray_address)
+    else:
+        raise ConfigError(f"unknown executor {executor!r} (local or ray)")
+    ran = 0
+    for _, row in results:
+        journal.record(row)
+        ran += 1
+        if progress:
+            progress(resumed + ran, len(points))
+    keys = {p["key"] for p in points}
+    return [r for k, r in journal.done.items() if k in keys], resumed, ran
+
+
 def sweep(
     space: SweepSpace,
     output: str | Path,
@@ -80,18 +117,15 @@ def sweep(
     """Estimate every valid plan of `space`; write the ranked table to `output`.
 
     Plans that do not fit in memory are sized but not simulated unless
-    `simulate_infeasible`.
-
-    Raises ConfigError for an unknown model/hardware/option, a journal of another sweep,
-    or an unknown executor; MissingExtraError for Ray or Parquet without their extras.
+    `simulate_infeasible`. Raises ConfigError for an unknown model/hardware/option, a
+    journal of another sweep, or an unknown executor; MissingExtraError for Ray or
+    Parquet without their extras.
     """
     t0 = time.perf_counter()
     output = Path(output)
     model = load_model(space.model)
     system = load_system(space.hw)
     found = enumerate_plans(space, model, system.gpus_per_node)
-    identity = {**space.to_json(), "simulate_infeasible": simulate_infeasible}
-    journal = Journal(journal_path(output), {"space": identity, "lumos": __version__})
     points = [
         {
             "key": plan_key(p),
@@ -103,24 +137,18 @@ def sweep(
         }
         for p in found.plans
     ]
-    todo = [p for p in points if p["key"] not in journal.done]
-    resumed = len(points) - len(todo)
-    if executor == "local":
-        results = run_local(todo, work, workers)
-    elif executor == "ray":
-        results = run_ray(todo, work, workers, ray_address)
-    else:
-        from lumos.errors import ConfigError
-
-        raise ConfigError(f"unknown executor {executor!r} (local or ray)")
-    done = 0
-    for _, row in results:
-        journal.record(row)
-        done += 1
-        if progress:
-            progress(resumed + done, len(points))
-    keys = {p["key"] for p in points}
-    rows = ranked(r for k, r in journal.done.items() if k in keys)
+    identity = {**space.to_json(), "simulate_infeasible": simulate_infeasible}
+    rows, resumed, ran = run_journaled(
+        points,
+        identity,
+        output,
+        executor=executor,
+        workers=workers,
+        ray_address=ray_address,
+        progress=progress,
+        work=work,
+    )
+    rows = ranked(rows)
     write_table(rows, output)
     return SweepResult(
         space=space,
@@ -128,9 +156,51 @@ def sweep(
         grid_points=found.grid_points,
         rejected=found.rejected,
         resumed=resumed,
-        ran=done,
+        ran=ran,
         failed=sum(1 for r in rows if r.get("error")),
         table=output,
-        journal=journal.path,
+        journal=journal_path(output),
+        wall_s=time.perf_counter() - t0,
+    )
+
+
+def sweep_trace(
+    space: TraceSpace,
+    output: str | Path,
+    *,
+    executor: str = "local",
+    workers: int = 1,
+    ray_address: str | None = None,
+    progress: Progress | None = None,
+) -> SweepResult:
+    """Simulate every what-if edit of `space`'s grid on its trace; rank by step time.
+
+    Raises ConfigError as `sweep` does; an edit the trace cannot take is an error row.
+    """
+    t0 = time.perf_counter()
+    output = Path(output)
+    points = edit_points(space)
+    rows, resumed, ran = run_journaled(
+        points,
+        space.to_json(),
+        output,
+        executor=executor,
+        workers=workers,
+        ray_address=ray_address,
+        progress=progress,
+        work=evaluate_edit,
+    )
+    rows = rank_edits(rows)
+    write_table(rows, output, TRACE_COLUMNS)
+    return SweepResult(
+        space=space,
+        rows=rows,
+        grid_points=len(points),
+        rejected=Counter(),
+        resumed=resumed,
+        ran=ran,
+        failed=sum(1 for r in rows if r.get("error")),
+        table=output,
+        journal=journal_path(output),
         wall_s=time.perf_counter() - t0,
     )

@@ -78,7 +78,7 @@ def _umask() -> int:
     return mask
 
 
-def write_table(rows: list[dict[str, Any]], path: Path) -> None:
+def write_table(rows: list[dict[str, Any]], path: Path, columns: tuple[str, ...] = COLUMNS) -> None:
     """Write ranked `rows` to `path` (.csv or .parquet). Raises MissingExtraError for
     Parquet without pyarrow."""
     if path.suffix == ".parquet":
@@ -87,16 +87,16 @@ def write_table(rows: list[dict[str, Any]], path: Path) -> None:
             import pyarrow.parquet as pq
         except ImportError:
             raise MissingExtraError("pyarrow", "parquet") from None
-        table = pa.table({c: [r.get(c) for r in rows] for c in COLUMNS})
+        table = pa.table({c: [r.get(c) for r in rows] for c in columns})
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink)
         write_atomic(path, sink.getvalue().to_pybytes())
         return
     text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
+    writer = csv.DictWriter(text, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({c: _cell(row.get(c)) for c in COLUMNS})
+        writer.writerow({c: _cell(row.get(c)) for c in columns})
     write_atomic(path, text.getvalue().encode())
 
 

@@ -280,3 +280,30 @@ def test_cli_sweep_estimates_real_plans_and_sizes_the_rest(tmp_path: Path) -> No
     for p in simulated:  # the table's figures are the estimate's own
         assert p["iteration_time_s"] * p["tokens_per_s_per_gpu"] * 16 == pytest.approx(64 * 2048)
     assert (tmp_path / "p.html").read_text().count("<circle") == len(simulated)
+
+
+def test_trace_grid_sweeps_whatif_edits_of_a_real_capture(tmp_path: Path) -> None:
+    from lumos.converters.pytorch.convert import convert
+    from lumos.simulator.sweep.runner import sweep_trace
+    from lumos.simulator.sweep.trace_grid import TraceSpace
+    from lumos.simulator.whatif.api import WhatIf, run_whatif
+    from tests.conftest import DATA
+
+    convert([DATA / "captures" / "ddp"], tmp_path / "et", prefix="ddp")
+    space = TraceSpace(target=str(tmp_path / "et"), layers=(2, 4), dp=(2, 4))
+    result = sweep_trace(space, tmp_path / "t.csv", workers=1)
+    rows = {r["key"]: r for r in result.rows}
+    assert len(rows) == 5 and result.failed == 0  # the trace itself + 2 x 2 edits
+    traced = rows["traced"]["iteration_time_s"]
+    # the capture has 2 layers on 2 ranks: that edit is the trace itself
+    assert rows["layers2-dp2"]["iteration_time_s"] == pytest.approx(traced, rel=5e-3)
+    assert (
+        rows["layers1-dp2"]["iteration_time_s"] < traced < rows["layers4-dp2"]["iteration_time_s"]
+    )
+    assert rows["layers2-dp4"]["ranks"] == 4
+    times = [r["iteration_time_s"] for r in result.rows]
+    assert times == sorted(times)
+    direct = run_whatif(tmp_path / "et", WhatIf(layers=4, dp=4))
+    assert rows["layers4-dp4"]["iteration_time_s"] == direct.predicted.iteration_time_ns / 1e9
+    again = sweep_trace(space, tmp_path / "t.csv", workers=1)
+    assert again.resumed == 5 and again.ran == 0
