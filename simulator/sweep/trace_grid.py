@@ -70,7 +70,7 @@ def evaluate_edit(point: dict[str, Any]) -> dict[str, Any]:
     from lumos.simulator.whatif.api import WhatIf, apply_edits, recover
     from lumos.simulator.whatif.etset import load_etset, simulate_etset
 
-    row: dict[str, Any] = {"key": point["key"], **{a: None for a in AXES}, **point["edits"]}
+    row: dict[str, Any] = {"key": point["key"], **point["edits"]}
     try:
         if point["target"] not in _RECOVERED:
             _RECOVERED[point["target"]] = recover(load_etset(point["target"]))

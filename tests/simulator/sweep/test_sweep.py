@@ -305,3 +305,34 @@ def test_trace_grid_sweeps_whatif_edits_of_a_real_capture(tmp_path: Path) -> Non
     assert rows["layers4-dp4"]["iteration_time_s"] == direct.predicted.iteration_time_ns / 1e9
     again = sweep_trace(space, tmp_path / "t.csv", workers=1)
     assert again.resumed == 5 and again.ran == 0
+
+
+def test_cli_trace_sweep_json_follows_the_schema(tmp_path: Path) -> None:
+    import jsonschema
+    from click.testing import CliRunner
+
+    from lumos import schemas
+    from lumos.cli.main import cli
+    from lumos.converters.pytorch.convert import convert
+    from tests.conftest import DATA
+
+    convert([DATA / "captures" / "ddp"], tmp_path / "et", prefix="ddp")
+    args = [
+        "sweep",
+        "--from-trace",
+        str(tmp_path / "et"),
+        "--layers",
+        "4",
+        "--workers",
+        "1",
+        "-o",
+        str(tmp_path / "t.csv"),
+        "--json",
+    ]
+    out = CliRunner().invoke(cli, args)
+    assert out.exit_code == 0, out.output
+    doc = orjson.loads(out.stdout)["result"]
+    jsonschema.validate(doc, schemas.load("sweep"))
+    assert [p["key"] for p in doc["plans"]] == ["traced", "layers4"]
+    bad = CliRunner().invoke(cli, [*args[:3], "--gpus", "8", "-o", str(tmp_path / "x.csv")])
+    assert bad.exit_code != 0 and "plan-sweep options" in bad.output
