@@ -12,7 +12,14 @@
    24 micro-batches: over 7M nodes) generated as per-rank graphs in memory, simulated
    with symmetry folding of identical ranks; prints wall time (target < 60 s).
 
+3. Real ranks at scale (`bench_scale.py`, each case in a fresh process, inputs cached):
+   `--load`: the 1.26M-node 4x DLRM rank, `load_graphs` against the streaming `et info`
+   read of the same file (nodes/s, peak RSS per node); `--dlrm8`: `lumos simulate` of the
+   8 converted DLRM ranks end to end against `lumos --version`; `--scaling N ...`: jobs
+   of N jittered copies of a real DLRM rank (`make_job.py`), wall time and peak RSS.
+
 Run: python scripts/bench_simulate.py [--repeat N]
+     python scripts/bench_simulate.py --only-scale --load --dlrm8 --scaling 1 8 32 128
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ import time
 from collections.abc import Callable
 from heapq import heappop, heappush
 from pathlib import Path
+
+import bench_scale
 
 from lumos.converters.chakra.files import find_et_sources
 from lumos.simulator.load import load_graphs
@@ -102,7 +111,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="runs per throughput case")
     parser.add_argument("--no-scale", action="store_true", help="skip the 512-rank step")
+    parser.add_argument("--only-scale", action="store_true", help="only the cases of 3.")
+    parser.add_argument("--load", action="store_true", help="load the 4x DLRM rank")
+    parser.add_argument("--dlrm8", action="store_true", help="8-rank DLRM end to end")
+    parser.add_argument("--scaling", type=int, nargs="*", help="job sizes in ranks")
+    parser.add_argument("--copies", type=int, default=100, help="base rank: iteration copies")
+    parser.add_argument("--keep", action="store_true", help="keep the generated jobs")
     args = parser.parse_args()
+    if args.load:
+        bench_scale.load_case(args.repeat)
+    if args.dlrm8:
+        bench_scale.dlrm8_case(args.repeat)
+    if args.scaling:
+        bench_scale.scaling_case(args.scaling, args.copies, args.keep)
+    if args.only_scale:
+        return
     shape = StepShape(tp=2, pp=8, dp=1, layers_per_stage=12, microbatches=24)
     _throughput("unfolded 16-rank TP2xPP8 step", synthetic_step(shape), args.repeat)
     if RESNET.exists():

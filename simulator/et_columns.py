@@ -22,15 +22,19 @@ import numpy as np
 from lumos.converters.chakra import conventions as cv
 from lumos.converters.chakra.varint import VarintError, decode_varint
 from lumos.errors import TraceFormatError
+from lumos.simulator.et_names import MASKS, NameTable, words
 from lumos.simulator.et_names import MASKS as _MASKS
-from lumos.simulator.et_names import NameTable, words
 from lumos.simulator.et_wire import PAD, packed_ok, packed_varints, varints, walk
-from lumos.simulator.graph import COMM_TYPES
+from lumos.simulator.graph import COMM_TYPES, SyncKind
 from lumos.simulator.heap import trim
 
 CHUNK_BYTES = 4 << 20
 #: Attributes read into columns (code = position + 1); other wanted ones make a node slow.
-FAST_ATTRS = ("is_cpu_op", cv.STREAM, cv.TID, cv.DUR_NS, cv.GAP_NS, cv.START_NS)
+FAST_ATTRS = (
+    *("is_cpu_op", cv.STREAM, cv.TID, cv.DUR_NS, cv.GAP_NS, cv.START_NS),
+    *(cv.SYNC_KIND, cv.SYNC_STREAM, cv.SYNC_EVENT, cv.EVENT_RECORD),
+)
+_SYNC_KIND = 7
 SLOW_ATTRS = (
     "comm_type",
     "comm_size",
@@ -41,10 +45,6 @@ SLOW_ATTRS = (
     cv.PG_RANKS,
     cv.COMM_SEQ,
     cv.COMM_DUR_NS,
-    cv.SYNC_KIND,
-    cv.SYNC_STREAM,
-    cv.SYNC_EVENT,
-    cv.EVENT_RECORD,
     cv.DUR_ESTIMATED,
     cv.HOST_OPS,
     cv.FLOPS,
@@ -53,6 +53,9 @@ SLOW_ATTRS = (
 _SLOW_CODE = len(FAST_ATTRS) + 1
 #: attribute value fields read as varints: int32, int64, uint32, uint64, bool
 _INT32, _INT64, _UINT32, _UINT64, _BOOL = 7, 9, 11, 13, 27
+_STRING_TAG = 29 << 3 | 2
+#: `sync_kind` values (string_val) and their SyncKind; others mean no sync
+_SYNC_WORDS = {"device": 1, "stream": 2, "event": 3, "stream_wait_event": 4}
 #: (field, wire type) of Node: id, name, type, ctrl_deps, data_deps, start_time_micros,
 #: duration_micros, inputs, outputs, attr
 _NODE_FIELDS = {(1, 0), (2, 2), (3, 0), (4, 2), (5, 2), (6, 0), (7, 0), (8, 2), (9, 2), (10, 2)}
@@ -117,6 +120,8 @@ class Columns:
     names: NameTable = field(default_factory=NameTable)
     #: (file index, byte offset, frame) of each node read by protobuf instead
     slow: list[tuple[int, int, bytes]] = field(default_factory=list)
+    #: runtime syncs of fast nodes: (node, SyncKind, stream, event) arrays per chunk
+    sync: list[tuple[np.ndarray, ...]] = field(default_factory=list)
     count: int = 0
 
     def extend(self, other: Columns) -> None:
@@ -131,6 +136,7 @@ class Columns:
             mine.extend(theirs)
             theirs.clear()
         self.slow.extend((i + self.count, at, frame) for i, at, frame in other.slow)
+        self.sync.extend((node + self.count, *rest) for node, *rest in other.sync)
         self.count += other.count
 
 
@@ -266,7 +272,9 @@ def _decode_chunk(data: bytes, base: int, offsets: list[int], used: int, cols: C
     names, differs = cols.names.add(data, buf, name_at, name_len)
     slow |= differs  # a hash collision: protobuf reads those nodes
     sel = np.flatnonzero(kind == 10)
-    attrs, has_dur = _decode_attrs(buf, msg[sel], f.at[sel], f.value[sel].view(np.int64), slow, typ)
+    attrs, has_dur, syncs = _decode_attrs(
+        buf, msg[sel], f.at[sel], f.value[sel].view(np.int64), slow, typ
+    )
     # columns of the fast nodes; slow ones keep defaults until protobuf reads them
     cols.name_idx.append(names)
     fast = ~slow
@@ -287,6 +295,9 @@ def _decode_chunk(data: bytes, base: int, offsets: list[int], used: int, cols: C
         ("is_cpu_op", "stream", "tid", "dur_ns", "gap_ns", "start_ns"), attrs, strict=True
     ):
         getattr(cols, name).append(column)
+    node, kind, stream, event = syncs
+    keep = fast[node]
+    cols.sync.append((node[keep] + offset, kind[keep], stream[keep], event[keep]))
     for m in np.flatnonzero(slow).tolist():
         cols.slow.append((offset + m, offsets[m], data[int(starts[m]) : int(ends[m])]))
     cols.count += n
@@ -299,10 +310,10 @@ def _decode_attrs(
     a_len: np.ndarray,
     slow: np.ndarray,
     typ: np.ndarray,
-) -> tuple[list[np.ndarray], np.ndarray]:
+) -> tuple[list[np.ndarray], np.ndarray, tuple[np.ndarray, ...]]:
     """Columns (is_cpu_op, stream, tid, dur_ns, gap_ns, start_ns) from the `attr` fields
-    (node, payload start, length), and where `dur_ns` was given; marks `slow` the nodes
-    whose wanted attributes need protobuf."""
+    (node, payload start, length), where `dur_ns` was given, and the runtime syncs
+    (`_syncs`); marks `slow` the nodes whose wanted attributes need protobuf."""
     n = len(slow)
     b0 = buf[a_at]
     nl = buf[a_at + 1].astype(np.int64)
@@ -335,12 +346,16 @@ def _decode_attrs(
     tag_len = 1 + two
     value, v_len = varints(buf, vt + tag_len)
     number = tag >> 3
-    ok = (vt < end) & ~(two & (t1 >= 0x80)) & ((tag & 7) == 0) & (v_len > 0)
-    ok &= vt + tag_len + v_len == end
-    ok &= np.isin(number, (_INT32, _INT64, _UINT32, _UINT64, _BOOL))
+    is_kind = code == _SYNC_KIND
+    ok = (vt < end) & ~(two & (t1 >= 0x80)) & (v_len > 0)
+    ok &= np.where(is_kind, tag == _STRING_TAG, (tag & 7) == 0)
+    ok &= vt + tag_len + v_len + np.where(is_kind, value, np.uint64(0)).view(np.int64) == end
+    ok &= is_kind | np.isin(number, (_INT32, _INT64, _UINT32, _UINT64, _BOOL))
     ok &= ~((number == _UINT64) & (value >= np.uint64(1 << 63)))
     slow[msg[~ok]] = True
-    repeated = np.bincount(msg * 8 + code, minlength=8 * n).reshape(n, 8) > 1
+    kinds = np.flatnonzero(is_kind & ok)
+    kind_word = _sync_words(buf, view, (vt + tag_len + v_len)[kinds], value[kinds])
+    repeated = np.bincount(msg * 16 + code, minlength=16 * n).reshape(n, 16) > 1
     slow |= repeated.any(axis=1)
     low = value & np.uint64(0xFFFFFFFF)
     v = value.view(np.int64)
@@ -349,7 +364,7 @@ def _decode_attrs(
     v = np.where(number == _BOOL, (value != 0).astype(np.int64), v)
     use = ~slow[msg]
     out = []
-    for k, default in enumerate((0, -1, -1, -1, 0, -1)):
+    for k, default in enumerate((0, -1, -1, -1, 0, -1, 0, -1, -1, -1)):
         col = np.full(n, default, np.int64)
         sel = use & (code == k + 1)
         col[msg[sel]] = v[sel]
@@ -358,4 +373,41 @@ def _decode_attrs(
     out[4] = np.maximum(out[4], 0)
     has_dur = np.zeros(n, bool)
     has_dur[msg[use & (code == 4)]] = True
-    return out, has_dur
+    kind = np.zeros(n, np.int64)
+    kind[msg[kinds]] = np.where(use[kinds], kind_word, 0)
+    return out[:6], has_dur, _syncs(kind, out[6:10], msg[use & (code == 10)])
+
+
+def _sync_words(buf: np.ndarray, view: np.ndarray, at: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """The SyncKind each `sync_kind` string stands for (0: none of `_SYNC_WORDS`)."""
+    size = size.astype(np.int64)
+    out = np.zeros(len(at), np.int64)
+    for word, kind in _SYNC_WORDS.items():
+        raw = word.encode()
+        match = size == len(raw)
+        for k in range(0, len(raw), 8):
+            piece = raw[k : k + 8]
+            want = np.uint64(int.from_bytes(piece, "little"))
+            match[match] &= (view[at[match] + k] & MASKS[len(piece)]) == want
+        out[match] = kind
+    return out
+
+
+def _syncs(
+    kind: np.ndarray, values: list[np.ndarray], records: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(node, kind, stream, event) of each runtime sync, as `graph_build.fill_attrs` sets
+    them: a known `sync_kind` waits on `sync_stream`/`sync_event`; otherwise an
+    `event_record` records that event on `sync_stream`."""
+    _, stream, event, record = values
+    recorded = np.zeros(len(kind), bool)
+    recorded[records] = True
+    waits = kind > 0
+    node = np.flatnonzero(waits | recorded)
+    is_wait = waits[node]
+    return (
+        node,
+        np.where(is_wait, kind[node], SyncKind.EVENT_RECORD).astype(np.int8),
+        stream[node],
+        np.where(is_wait, event[node], record[node]),
+    )

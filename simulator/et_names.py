@@ -20,12 +20,10 @@ _LEN = np.uint64(0xC2B2AE3D27D4EB4F)
 
 
 def _powers(count: int) -> np.ndarray:
-    out = np.empty(count, np.uint64)
-    x = 1
-    for k in range(count):
-        out[k] = x
-        x = (x * 0x100000001B3) & ((1 << 64) - 1)
-    return out
+    """Powers of the hash's multiplier modulo 2**64 (integer products wrap in numpy)."""
+    steps = np.full(count, 0x100000001B3, np.uint64)
+    steps[0] = 1
+    return np.cumprod(steps, dtype=np.uint64)
 
 
 _POW = _powers(1 << _POW_BITS)

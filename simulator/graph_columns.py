@@ -119,6 +119,7 @@ def graph_from_columns(
         **columns,
     )
     g.dropped_deps = dropped
+    _fill_syncs(g, cols, perm)
     if slow:
         _fill_slow(g, slow, perm)
     trim()
@@ -186,6 +187,21 @@ def _fill_slow(g: RankGraph, slow: dict[int, _Slow], perm: np.ndarray | None) ->
     nodes = {i: slow[i].node for i, _ in items}
     fill_attrs(g, items, cast(Mapping[int, pb.Node], nodes), label_ids)
     g.pg_labels = list(label_ids)
+
+
+def _fill_syncs(g: RankGraph, cols: Columns, perm: np.ndarray | None) -> None:
+    """The runtime syncs the columns decoded (the protobuf-read nodes' come later)."""
+    if not cols.sync:
+        return
+    node, kind, stream, event = (np.concatenate(c) for c in zip(*cols.sync, strict=True))
+    cols.sync.clear()
+    if perm is not None:
+        inverse = np.empty(len(perm), np.int64)
+        inverse[perm] = np.arange(len(perm))
+        node = inverse[node]
+    g.sync_kind[node] = kind
+    g.sync_stream[node] = stream
+    g.sync_event[node] = event
 
 
 def _name_table(names: dict[bytes, int], source: str) -> list[str]:

@@ -88,6 +88,11 @@ def _rank(count: int) -> list[pb.Node]:
         elif kind == 10:
             node.attr.append(make_attr("gap_ns", -50))
             node.attr.append(make_attr("num_ops", 10**9))
+        else:  # the other sync kinds, an unknown one, and one of the wrong value type
+            word = ("device", "stream_wait_event", "event", "other", 3)[(i // 12) % 5]
+            field = "int64_val" if word == 3 else "string_val"
+            node.attr.append(make_attr("sync_kind", word, field))
+            node.attr.extend([make_attr("sync_event", 40 + i), make_attr("event_record", 9)])
         nodes.append(node)
     return nodes
 
