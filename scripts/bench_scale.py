@@ -43,10 +43,10 @@ else:
     r = simulate(target)
     n = r.stats["nodes_total"]
 wall = time.perf_counter() - t
-use = resource.getrusage
-print(json.dumps({"wall": wall, "nodes": n,
-    "peak": use(resource.RUSAGE_SELF).ru_maxrss * 1024,
-    "workers": use(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}))
+me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"wall": wall, "nodes": n, "peak": me.ru_maxrss * 1024,
+    "workers": kids.ru_maxrss * 1024, "cpu": me.ru_utime + me.ru_stime,
+    "cpu_workers": kids.ru_utime + kids.ru_stime}))
 """
 
 
@@ -120,12 +120,14 @@ def load_case(repeat: int) -> None:
         info = child("info", rank)
         load = child("load", rank)
         n = load["nodes"]
+        cpu = load["cpu"] + load["cpu_workers"]
         print(
             f"  et info {info['wall']:.2f} s ({n / info['wall']:,.0f} nodes/s, "
             f"peak {mb(info['peak'])} MB) | load {load['wall']:.2f} s "
             f"({n / load['wall']:,.0f} nodes/s) = {info['wall'] / load['wall']:.2f}x et info; "
             f"peak RSS {mb(load['peak'])} MB = {load['peak'] / n:.0f} B/node "
-            f"(worker {mb(load['workers'])} MB)"
+            f"(worker {mb(load['workers'])} MB); CPU s: et info {info['cpu']:.2f}, load "
+            f"{cpu:.2f} ({info['cpu'] / cpu:.2f}x)"
         )
 
 
@@ -146,15 +148,19 @@ def scaling_case(ranks_list: list[int], copies: int, keep: bool) -> None:
     """Replay jobs of N jittered ranks; one markdown row per N."""
     base = dlrm_rank(copies)
     print(f"\nbase rank: {base} ({base.stat().st_size / 1e6:,.0f} MB)")
-    print("| ranks | nodes | nodes/rank | wall s | nodes/s | peak RSS MB | B/node | worker MB |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| ranks | nodes | nodes/rank | wall s | nodes/s | CPU s | peak RSS MB | B/node "
+        "| worker MB |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for ranks in ranks_list:
         target = job(base, ranks)
         r = child("simulate", target)
         n = r["nodes"]
         print(
             f"| {ranks} | {n:,} | {n // ranks:,} | {r['wall']:.1f} | {n / r['wall']:,.0f} | "
-            f"{mb(r['peak'])} | {r['peak'] / n:.0f} | {mb(r['workers'])} |",
+            f"{r['cpu'] + r['cpu_workers']:.1f} | {mb(r['peak'])} | {r['peak'] / n:.0f} | "
+            f"{mb(r['workers'])} |",
             flush=True,
         )
         if not keep:

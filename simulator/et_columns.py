@@ -2,13 +2,13 @@
 
 The stream is read in chunks of `CHUNK_BYTES`; a Python loop finds the frames of a chunk
 (one varint each), and `et_wire.walk` decodes every node of the chunk at once. Only what
-`graph_build` needs is kept: id, name, type, dependencies, `duration_micros` and the
+`graph_build` needs is kept: id, name, type, dependencies, `duration_micros`, the
 common attributes (`is_cpu_op`, `stream`, `tid`, `dur_ns`, `gap_ns`, `start_ns`) as
-arrays. A node whose attributes need more than a column — a communication node,
-cost-model inputs, a runtime sync, a value of an unusual type, a repeated attribute —
-or whose bytes do not parse is kept as its frame (`slow`), for `graph_build` to parse
-with protobuf and read exactly as `graph_from_et` does. Memory is the columns plus one
-chunk.
+arrays and the runtime syncs (`et_attrs`). A node whose attributes need more than a
+column — a communication node, cost-model inputs, a value of an unusual type, a repeated
+attribute — or whose bytes do not parse is kept as its frame (`slow`), for
+`graph_columns` to parse with protobuf and read exactly as `graph_from_et` does. Memory
+is the columns plus a few chunks (`heap.trim` every `TRIM_EVERY`).
 """
 
 from __future__ import annotations
@@ -19,43 +19,17 @@ from typing import IO
 
 import numpy as np
 
-from lumos.converters.chakra import conventions as cv
 from lumos.converters.chakra.varint import VarintError, decode_varint
 from lumos.errors import TraceFormatError
-from lumos.simulator.et_names import MASKS, NameTable, words
-from lumos.simulator.et_names import MASKS as _MASKS
+from lumos.simulator.et_attrs import decode_attrs
+from lumos.simulator.et_names import NameTable
 from lumos.simulator.et_wire import PAD, packed_ok, packed_varints, varints, walk
-from lumos.simulator.graph import COMM_TYPES, SyncKind
 from lumos.simulator.heap import trim
 
 CHUNK_BYTES = 4 << 20
-#: Attributes read into columns (code = position + 1); other wanted ones make a node slow.
-FAST_ATTRS = (
-    *("is_cpu_op", cv.STREAM, cv.TID, cv.DUR_NS, cv.GAP_NS, cv.START_NS),
-    *(cv.SYNC_KIND, cv.SYNC_STREAM, cv.SYNC_EVENT, cv.EVENT_RECORD),
-)
-_SYNC_KIND = 7
-SLOW_ATTRS = (
-    "comm_type",
-    "comm_size",
-    "comm_src",
-    "comm_dst",
-    "comm_tag",
-    "pg_name",
-    cv.PG_RANKS,
-    cv.COMM_SEQ,
-    cv.COMM_DUR_NS,
-    cv.DUR_ESTIMATED,
-    cv.HOST_OPS,
-    cv.FLOPS,
-    cv.BYTES,
-)
-_SLOW_CODE = len(FAST_ATTRS) + 1
-#: attribute value fields read as varints: int32, int64, uint32, uint64, bool
-_INT32, _INT64, _UINT32, _UINT64, _BOOL = 7, 9, 11, 13, 27
-_STRING_TAG = 29 << 3 | 2
-#: `sync_kind` values (string_val) and their SyncKind; others mean no sync
-_SYNC_WORDS = {"device": 1, "stream": 2, "event": 3, "stream_wait_event": 4}
+#: chunks between two returns of free heap memory to the system (`heap.trim`: each costs
+#: page faults later, so not after every chunk)
+TRIM_EVERY = 16
 #: (field, wire type) of Node: id, name, type, ctrl_deps, data_deps, start_time_micros,
 #: duration_micros, inputs, outputs, attr
 _NODE_FIELDS = {(1, 0), (2, 2), (3, 0), (4, 2), (5, 2), (6, 0), (7, 0), (8, 2), (9, 2), (10, 2)}
@@ -72,33 +46,6 @@ _KIND = np.array(
 #: slot of the singular fields id, name, type, duration_micros by `_KIND` (-1, the last
 #: entry, for the others)
 _SINGULAR = np.array([-1, 0, 1, 2, -1, -1, -1, 3, -1, -1, -1, -1], np.int8)
-_K2 = np.uint64(0xC2B2AE3D27D4EB4F)
-
-
-def _name_key(n: np.ndarray, w0: np.ndarray) -> np.ndarray:
-    return w0 ^ (n.astype(np.uint64) * _K2)
-
-
-def _table() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    names = [(a, k + 1) for k, a in enumerate(FAST_ATTRS)] + [(a, _SLOW_CODE) for a in SLOW_ATTRS]
-    rows = []
-    for name, code in names:
-        raw = name.encode().ljust(16, b"\0")
-        w0, w1 = np.frombuffer(raw, "<u8")
-        rows.append((len(name), w0, w1, code))
-    n = np.array([r[0] for r in rows], np.int64)
-    w0 = np.array([r[1] for r in rows], np.uint64)
-    w1 = np.array([r[2] for r in rows], np.uint64)
-    key = _name_key(n, w0)
-    assert len(set(key.tolist())) == len(key), "wanted names must differ in their first 8 bytes"
-    order = np.argsort(key)
-    codes = np.array([r[3] for r in rows], np.int8)
-    maybe = np.zeros(18 * 256, bool)  # by (length, first byte)
-    maybe[n * 256 + (w0 & np.uint64(0xFF)).astype(np.int64)] = True
-    return key[order], n[order], w0[order], w1[order], codes[order], maybe
-
-
-_KEYS, _KEY_N, _KEY_W0, _KEY_W1, _KEY_CODE, _MAYBE = _table()
 
 
 @dataclass(slots=True)
@@ -168,6 +115,7 @@ def read_columns(
     Raises TraceFormatError naming `path` for an empty stream or a truncated frame.
     """
     cols = Columns()
+    decoded = 0
     data = b""
     base = 0  # stream offset of data[0]
     head: bytes | None = None if start == 0 else b""
@@ -186,7 +134,9 @@ def read_columns(
         hi = bisect_left(offsets, limit, lo, len(offsets) - 1)
         if hi > lo:
             _decode_chunk(data, base, offsets[lo:hi], offsets[hi] - base, cols)
-            trim()
+            decoded += 1
+            if decoded % TRIM_EVERY == 0:
+                trim()
         if offsets[-1] >= limit or hi < len(offsets) - 1:
             break
         used = offsets[-1] - base
@@ -272,7 +222,7 @@ def _decode_chunk(data: bytes, base: int, offsets: list[int], used: int, cols: C
     names, differs = cols.names.add(data, buf, name_at, name_len)
     slow |= differs  # a hash collision: protobuf reads those nodes
     sel = np.flatnonzero(kind == 10)
-    attrs, has_dur, syncs = _decode_attrs(
+    attrs, has_dur, syncs = decode_attrs(
         buf, msg[sel], f.at[sel], f.value[sel].view(np.int64), slow, typ
     )
     # columns of the fast nodes; slow ones keep defaults until protobuf reads them
@@ -301,113 +251,3 @@ def _decode_chunk(data: bytes, base: int, offsets: list[int], used: int, cols: C
     for m in np.flatnonzero(slow).tolist():
         cols.slow.append((offset + m, offsets[m], data[int(starts[m]) : int(ends[m])]))
     cols.count += n
-
-
-def _decode_attrs(
-    buf: np.ndarray,
-    a_msg: np.ndarray,
-    a_at: np.ndarray,
-    a_len: np.ndarray,
-    slow: np.ndarray,
-    typ: np.ndarray,
-) -> tuple[list[np.ndarray], np.ndarray, tuple[np.ndarray, ...]]:
-    """Columns (is_cpu_op, stream, tid, dur_ns, gap_ns, start_ns) from the `attr` fields
-    (node, payload start, length), where `dur_ns` was given, and the runtime syncs
-    (`_syncs`); marks `slow` the nodes whose wanted attributes need protobuf."""
-    n = len(slow)
-    b0 = buf[a_at]
-    nl = buf[a_at + 1].astype(np.int64)
-    named = (b0 == 0x0A) & (nl < 0x80) & (a_len >= 2 + nl)
-    slow[a_msg[~named & (a_len > 0)]] = True
-    # a wanted name is at most 16 bytes, and (length, first 8 bytes) tell it apart
-    first = buf[a_at + 2].astype(np.int64)
-    cand = np.flatnonzero(named & _MAYBE[np.minimum(nl, 17) * 256 + first])
-    view = words(buf)
-    ns = a_at[cand] + 2
-    ln = nl[cand]
-    w0 = view[ns] & _MASKS[np.minimum(ln, 8)]
-    key = _name_key(ln, w0)
-    pos = np.minimum(np.searchsorted(_KEYS, key), len(_KEYS) - 1)
-    hit = (_KEYS[pos] == key) & (_KEY_N[pos] == ln) & (_KEY_W0[pos] == w0)
-    long = np.flatnonzero(hit & (ln > 8))
-    w1 = view[ns[long] + 8] & _MASKS[ln[long] - 8]
-    hit[long] = w1 == _KEY_W1[pos[long]]
-    cand, pos, ns, ln = cand[hit], pos[hit], ns[hit], ln[hit]
-    code = _KEY_CODE[pos]
-    msg = a_msg[cand]
-    comm = np.isin(typ[msg], np.array(COMM_TYPES, np.uint64))
-    slow[msg[(code == _SLOW_CODE) | comm]] = True
-    vt = ns + ln
-    end = a_at[cand] + a_len[cand]
-    t0 = buf[vt].astype(np.int64)
-    t1 = buf[vt + 1].astype(np.int64)
-    two = t0 >= 0x80
-    tag = np.where(two, (t0 & 0x7F) | (t1 << 7), t0)
-    tag_len = 1 + two
-    value, v_len = varints(buf, vt + tag_len)
-    number = tag >> 3
-    is_kind = code == _SYNC_KIND
-    ok = (vt < end) & ~(two & (t1 >= 0x80)) & (v_len > 0)
-    ok &= np.where(is_kind, tag == _STRING_TAG, (tag & 7) == 0)
-    ok &= vt + tag_len + v_len + np.where(is_kind, value, np.uint64(0)).view(np.int64) == end
-    ok &= is_kind | np.isin(number, (_INT32, _INT64, _UINT32, _UINT64, _BOOL))
-    ok &= ~((number == _UINT64) & (value >= np.uint64(1 << 63)))
-    slow[msg[~ok]] = True
-    kinds = np.flatnonzero(is_kind & ok)
-    kind_word = _sync_words(buf, view, (vt + tag_len + v_len)[kinds], value[kinds])
-    repeated = np.bincount(msg * 16 + code, minlength=16 * n).reshape(n, 16) > 1
-    slow |= repeated.any(axis=1)
-    low = value & np.uint64(0xFFFFFFFF)
-    v = value.view(np.int64)
-    v = np.where(number == _INT32, low.astype(np.uint32).view(np.int32).astype(np.int64), v)
-    v = np.where(number == _UINT32, low.view(np.int64), v)
-    v = np.where(number == _BOOL, (value != 0).astype(np.int64), v)
-    use = ~slow[msg]
-    out = []
-    for k, default in enumerate((0, -1, -1, -1, 0, -1, 0, -1, -1, -1)):
-        col = np.full(n, default, np.int64)
-        sel = use & (code == k + 1)
-        col[msg[sel]] = v[sel]
-        out.append(col)
-    out[0] = out[0] != 0
-    out[4] = np.maximum(out[4], 0)
-    has_dur = np.zeros(n, bool)
-    has_dur[msg[use & (code == 4)]] = True
-    kind = np.zeros(n, np.int64)
-    kind[msg[kinds]] = np.where(use[kinds], kind_word, 0)
-    return out[:6], has_dur, _syncs(kind, out[6:10], msg[use & (code == 10)])
-
-
-def _sync_words(buf: np.ndarray, view: np.ndarray, at: np.ndarray, size: np.ndarray) -> np.ndarray:
-    """The SyncKind each `sync_kind` string stands for (0: none of `_SYNC_WORDS`)."""
-    size = size.astype(np.int64)
-    out = np.zeros(len(at), np.int64)
-    for word, kind in _SYNC_WORDS.items():
-        raw = word.encode()
-        match = size == len(raw)
-        for k in range(0, len(raw), 8):
-            piece = raw[k : k + 8]
-            want = np.uint64(int.from_bytes(piece, "little"))
-            match[match] &= (view[at[match] + k] & MASKS[len(piece)]) == want
-        out[match] = kind
-    return out
-
-
-def _syncs(
-    kind: np.ndarray, values: list[np.ndarray], records: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(node, kind, stream, event) of each runtime sync, as `graph_build.fill_attrs` sets
-    them: a known `sync_kind` waits on `sync_stream`/`sync_event`; otherwise an
-    `event_record` records that event on `sync_stream`."""
-    _, stream, event, record = values
-    recorded = np.zeros(len(kind), bool)
-    recorded[records] = True
-    waits = kind > 0
-    node = np.flatnonzero(waits | recorded)
-    is_wait = waits[node]
-    return (
-        node,
-        np.where(is_wait, kind[node], SyncKind.EVENT_RECORD).astype(np.int8),
-        stream[node],
-        np.where(is_wait, event[node], record[node]),
-    )

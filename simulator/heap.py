@@ -4,7 +4,9 @@ Decoding a rank allocates many short-lived arrays of a few MB. glibc's allocator
 its mmap threshold after such arrays are freed, so later ones come from the heap and,
 once freed, stay in the process's resident memory: loading a 1.26M-node rank kept ~2.5x
 the memory its columns need. `trim()` asks glibc to return free heap pages
-(`malloc_trim`); elsewhere (no glibc) it does nothing.
+(`malloc_trim`); the pages given back fault in again when reused, so callers trim every
+few passes, not after each (trimming after every 4 MB chunk halved the decoding speed,
+and so did a low fixed mmap threshold). Elsewhere (no glibc) it does nothing.
 """
 
 from __future__ import annotations
