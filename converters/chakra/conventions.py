@@ -36,6 +36,11 @@ SYNC_KIND = "sync_kind"
 SYNC_STREAM = "sync_stream"
 SYNC_EVENT = "sync_event"
 EVENT_RECORD = "event_record"
+SYNC_WAIT_NS = "sync_wait_ns"
+SYNC_INFERRED = "sync_inferred"
+#: event ids from here up are lumos's own: a cudaEventRecord paired with a wait by
+#: program order (the trace named no event).
+INFERRED_EVENT_BASE = 1 << 40
 PG_RANKS = "pg_ranks"
 COMM_DUR_NS = "comm_dur_ns"
 COMM_SEQ = "comm_seq"
@@ -91,9 +96,19 @@ NODE_ATTRS: tuple[AttrSpec, ...] = (
         "the CUDA event a cudaEventSynchronize / cudaStreamWaitEvent waits on",
     ),
     AttrSpec(
+        SYNC_WAIT_NS,
+        "int64_val",
+        "on a sync call: ns of its recorded duration spent waiting for the GPU work it depends on, cut from dur_ns (replay derives that wait from the dependency edge); dur_ns + sync_wait_ns is the recorded call, and the next op's gap_ns counts from its recorded end",
+    ),
+    AttrSpec(
+        SYNC_INFERRED,
+        "bool_val",
+        "on a sync or wait call: what it waits for was inferred from program order (the stream launched on last before a stream sync; for a stream wait, the streams of the launches or event records around it), not named by the trace's cuda_sync events",
+    ),
+    AttrSpec(
         EVENT_RECORD,
         "int64_val",
-        "on cudaEventRecord: the CUDA event id recorded (the stream is in sync_stream)",
+        "on cudaEventRecord: the CUDA event id recorded (the stream is in sync_stream); ids from 2**40 up are lumos's own, for a record paired with a wait by program order",
     ),
     AttrSpec(
         PG_RANKS, "int64_list", "global ranks of the collective's process group, in group order"

@@ -64,6 +64,8 @@ class RankSummary:
     link: LinkReport | None
     unknown_comm: int
     sources: list[str]
+    #: sync and wait calls by how what they wait for was found (`sync_edges`).
+    syncs: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -78,6 +80,7 @@ class RankSummary:
             "link": self.link.to_json() if self.link else None,
             "unknown_comm": self.unknown_comm,
             "sources": self.sources,
+            "syncs": self.syncs,
         }
 
 
@@ -358,4 +361,5 @@ def _summary(
         link=report,
         unknown_comm=sum(1 for a in table.attrs.values() if a.get("_unknown_comm")),
         sources=sources,
+        syncs=dict(table.counts.get("syncs", {})),
     )

@@ -3,7 +3,8 @@
 Processors are CPU threads and GPU streams. The four dependency classes come from:
 thread order (a gloo send first, before the `c10d::send` that issued it: `sends_first`)
 and cross-thread waits (`_thread_edges`); launch → GPU op by `correlation`;
-stream order; synchronisation and event record/wait edges (`sync_edges`). Collectives
+stream order; synchronisation and event record/wait edges (`sync_edges`; where the trace
+does not name what a wait waits for, paired by program order: `wait_inference`). Collectives
 and point-to-point ops become COMM tasks (`comm_tasks`). Only the chosen step's host
 events and the GPU work they launch are kept. Bulk work is done on numpy columns; Python
 loops run only over a thread's events (flattening) and the rare sync and comm tasks.
@@ -18,7 +19,8 @@ from lumos.converters.pytorch.comm_tasks import HOST_SEND_OPS, CommContext, anno
 from lumos.converters.pytorch.flatten import Segments, flatten_thread, sends_first, thread_order
 from lumos.converters.pytorch.kineto import Kind, KinetoTrace
 from lumos.converters.pytorch.steps import StepWindow, step_name_mask
-from lumos.converters.pytorch.sync_edges import StreamIndex, add_sync_edges
+from lumos.converters.pytorch.stream_index import StreamIndex
+from lumos.converters.pytorch.sync_edges import add_sync_edges
 from lumos.converters.pytorch.tasks import TaskKind, TaskTable
 
 #: a thread resuming after at least this long idle, right after another thread's task
@@ -92,7 +94,8 @@ def build_tasks(
     launches = cpu[is_launch]
     launch_of = dict(zip(trace.corr[ev[launches]].tolist(), launches.tolist(), strict=True))
     streams, launch_ts = _gpu_tasks(trace, table, launch_of, segs.chain)
-    add_sync_edges(trace, table, len(cpu), StreamIndex(streams, launch_ts), launch_of)
+    index = StreamIndex(streams, launch_ts)
+    table.counts["syncs"] = add_sync_edges(trace, table, len(cpu), index, launch_of)
     annotate_comm(table, trace, host_row, ctx)
     _thread_edges(table, len(cpu))
     for attrs in table.attrs.values():

@@ -6,19 +6,23 @@ them a stream sync is assumed to wait for the stream its thread launched on last
 device sync for every stream. The waited-for GPU op is the last one launched on that
 stream before the sync (or before the `cudaEventRecord` it names). A sync task's
 duration becomes the time it ran after its GPU op finished, since the wait itself is
-now an edge.
+now an edge; the part cut off is kept (`sync_wait_ns`, and `TaskTable.waited` so the
+next op's `gap_ns` counts from the call's recorded end, not from the shortened one).
 """
 
 from __future__ import annotations
 
-import bisect
 from typing import Any
 
 import numpy as np
 
 from lumos.converters.chakra import conventions as cv
 from lumos.converters.pytorch.kineto import Kind, KinetoTrace
+from lumos.converters.pytorch.stream_index import StreamIndex
 from lumos.converters.pytorch.tasks import TaskTable
+from lumos.converters.pytorch.wait_inference import ThreadCalls, infer_waits
+
+__all__ = ["StreamIndex", "add_sync_edges"]
 
 DEVICE_SYNC = ("cudaDeviceSynchronize", "hipDeviceSynchronize", "cudaCtxSynchronize")
 STREAM_SYNC = ("cudaStreamSynchronize", "hipStreamSynchronize")
@@ -27,29 +31,12 @@ STREAM_WAIT = ("cudaStreamWaitEvent", "hipStreamWaitEvent")
 EVENT_RECORD = ("cudaEventRecord", "hipEventRecord", "cudaEventRecordWithFlags")
 
 
-class StreamIndex:
-    """GPU tasks of each stream (in stream order), searchable by launch time."""
-
-    def __init__(self, streams: dict[int, list[int]], launch_ts: dict[int, int]) -> None:
-        self.ops = streams
-        self.launch = {s: [launch_ts[t] for t in ops] for s, ops in streams.items()}
-
-    def last_before(self, stream: int, ts: int) -> int | None:
-        times = self.launch.get(stream)
-        if not times:
-            return None
-        k = bisect.bisect_left(times, ts) - 1
-        return self.ops[stream][k] if k >= 0 else None
-
-    def first_after(self, stream: int, ts: int) -> int | None:
-        times = self.launch.get(stream)
-        if not times:
-            return None
-        k = bisect.bisect_right(times, ts)
-        return self.ops[stream][k] if k < len(times) else None
-
-
 _SYNC_NAMES = frozenset(DEVICE_SYNC + STREAM_SYNC + EVENT_SYNC + STREAM_WAIT + EVENT_RECORD)
+
+
+#: a blocking call cannot return before what it waits for ends; CPU and GPU clocks of
+#: one trace agree to within this.
+CLOCK_SLACK_NS = 50_000
 
 
 def add_sync_edges(
@@ -58,8 +45,14 @@ def add_sync_edges(
     n_cpu: int,
     index: StreamIndex,
     launch_of: dict[int, int],
-) -> None:
-    """Add sync/wait edges and attributes to the CPU tasks (the first `n_cpu`) of runtime calls."""
+) -> dict[str, int]:
+    """Add sync/wait edges and attributes to the CPU tasks (the first `n_cpu`) of runtime calls.
+
+    Returns how many sync and wait calls were resolved from the trace's own records
+    (`recorded`), from program order (`inferred`), not at all (`unresolved`), had an
+    inferred edge the timestamps contradict, which was dropped (`rejected`), or waited
+    for an event recorded on the waiting stream itself (`same_stream`: no edge needed).
+    """
     sync_rows = np.flatnonzero((trace.kind == Kind.SYNC) & (trace.corr >= 0))
     sync_of = dict(zip(trace.corr[sync_rows].tolist(), sync_rows.tolist(), strict=True))
     record_info: dict[int, tuple[int, int]] = {}  # record corr → (event id, stream)
@@ -73,7 +66,7 @@ def add_sync_edges(
             )
     ev = table.ev[:n_cpu]
     runtime = np.flatnonzero((trace.kind[ev] == Kind.RUNTIME) & table.head[:n_cpu])
-    runtime = runtime[np.argsort(table.start[runtime], kind="stable")]
+    runtime = runtime[np.lexsort((runtime, table.start[runtime], table.tid[runtime]))]
     launched = np.full(n_cpu, -1, np.int64)  # stream each launch task launched on
     for ops in index.ops.values():
         launched[table.data1[ops]] = table.stream[ops]
@@ -81,10 +74,52 @@ def add_sync_edges(
     stream_at = launched[runtime]
     syncs = np.flatnonzero((stream_at < 0) & is_sync[trace.name[ev[runtime]]])
     before = _last_launch_stream(table.tid[runtime], stream_at)
+    counts = dict.fromkeys(("recorded", "inferred", "rejected", "same_stream", "unresolved"), 0)
+    pending: dict[str, list[int]] = {"wait": [], "record": []}
     for pos in syncs.tolist():
         task = int(runtime[pos])
         last = int(before[pos])
-        _sync_task(trace, table, task, index, launch_of, sync_of, record_info, last)
+        outcome = _sync_task(trace, table, task, index, launch_of, sync_of, record_info, last)
+        if outcome in pending:
+            pending[outcome].append(pos)
+        elif outcome:
+            counts[outcome] += 1
+    if pending["wait"]:
+        _infer(table, runtime, stream_at, before, pending, index, counts)
+    return counts
+
+
+def _infer(
+    table: TaskTable,
+    runtime: np.ndarray,
+    stream_at: np.ndarray,
+    before: np.ndarray,
+    pending: dict[str, list[int]],
+    index: StreamIndex,
+    counts: dict[str, int],
+) -> None:
+    """Pair each thread's unresolved waits with its records or launches (`wait_inference`)."""
+    tids = table.tid[runtime]
+    cuts = np.flatnonzero(np.diff(tids)) + 1
+    lo = np.r_[0, cuts]
+    hi = np.r_[cuts, len(tids)]
+    waits = np.asarray(pending["wait"], np.int64)
+    records = np.asarray(pending["record"], np.int64)
+    for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
+        mine = waits[(waits >= a) & (waits < b)]
+        if not len(mine):
+            continue
+        recs = records[(records >= a) & (records < b)]
+        known = [table.attrs.get(int(t), {}).get(cv.SYNC_STREAM, -1) for t in runtime[recs]]
+        calls = ThreadCalls(
+            runtime[a:b],
+            stream_at[a:b],
+            mine - a,
+            recs - a,
+            np.where(np.asarray(known, np.int64) >= 0, known, before[recs]),
+        )
+        for key, value in infer_waits(table, calls, index).items():
+            counts[key] += value
 
 
 def _last_launch_stream(tids: np.ndarray, stream_at: np.ndarray) -> np.ndarray:
@@ -109,33 +144,43 @@ def _sync_task(
     sync_of: dict[int, int],
     record_info: dict[int, tuple[int, int]],
     last_stream: int,
-) -> None:
+) -> str | None:
+    """Resolve one call; returns its outcome, or "wait"/"record" to pair by program order."""
     row = int(table.ev[task])
     name, corr = trace.name_of(row), int(trace.corr[row])
     sync = sync_of.get(corr)
     args: dict[str, Any] = (trace.args.get(sync) or {}) if sync is not None else {}
     start = int(table.start[task])
     attrs = table.attrs_of(task)
+    outcome: str | None = None
     if name in DEVICE_SYNC:
         attrs[cv.SYNC_KIND] = "device"
-        waited = [index.last_before(s, start) for s in sorted(index.ops)]
-        _wait(table, task, [w for w in waited if w is not None])
+        last_ops = [index.last_before(s, start) for s in sorted(index.ops)]
+        outcome = _wait(table, task, [w for w in last_ops if w is not None], "recorded")
     elif name in STREAM_SYNC:
-        stream = int(args.get("stream", last_stream))
+        known = "stream" in args
+        stream = int(args["stream"]) if known else last_stream
         attrs[cv.SYNC_KIND] = "stream"
         attrs[cv.SYNC_STREAM] = stream
-        last = index.last_before(stream, start)
-        _wait(table, task, [last] if last is not None else [])
+        if not known:
+            attrs[cv.SYNC_INFERRED] = True
+        last = index.last_before(stream, start) if stream >= 0 else None
+        outcome = _wait(
+            table, task, [] if last is None else [last], "recorded" if known else "inferred"
+        )
+        if stream < 0:
+            outcome = "unresolved"
     elif name in EVENT_SYNC:
         attrs[cv.SYNC_KIND] = "event"
         src = _recorded(table, args, launch_of, index)
         if "wait_on_cuda_event_id" in args:
             attrs[cv.SYNC_EVENT] = int(args["wait_on_cuda_event_id"])
             attrs[cv.SYNC_STREAM] = int(args.get("wait_on_stream", -1))
-        _wait(table, task, [src] if src is not None else [])
+        outcome = _wait(table, task, [src] if src is not None else [], "recorded")
     elif name in STREAM_WAIT:
         attrs[cv.SYNC_KIND] = "stream_wait_event"
-        if "stream" in args:
+        outcome = "wait"
+        if "stream" in args:  # named by the trace (nothing to order if its stream was idle)
             target = int(args["stream"])
             attrs[cv.SYNC_STREAM] = target
             attrs[cv.SYNC_EVENT] = int(args.get("wait_on_cuda_event_id", -1))
@@ -143,12 +188,16 @@ def _sync_task(
             dst = index.first_after(target, start)
             if src is not None and dst is not None and src != dst:
                 table.add_data(dst, src)
-    elif name in EVENT_RECORD and corr in record_info:
-        event_id, stream = record_info[corr]
-        attrs[cv.EVENT_RECORD] = event_id
-        attrs[cv.SYNC_STREAM] = stream
+            outcome = "recorded"
+    elif name in EVENT_RECORD:
+        outcome = "record"
+        if corr in record_info:
+            event_id, stream = record_info[corr]
+            attrs[cv.EVENT_RECORD] = event_id
+            attrs[cv.SYNC_STREAM] = stream
     if not attrs:
         del table.attrs[task]
+    return outcome
 
 
 def _recorded(
@@ -165,11 +214,27 @@ def _recorded(
     return index.last_before(int(stream), int(table.start[record]))
 
 
-def _wait(table: TaskTable, task: int, waited: list[int]) -> None:
-    if not waited:
-        return
+def _wait(table: TaskTable, task: int, waited: list[int], outcome: str) -> str:
+    """Make `task` wait for the GPU ops `waited` and keep only the time it ran after them.
+
+    An inferred wait whose op ended, as recorded, after the call had returned is dropped
+    (`rejected`).
+    """
+    if not waited:  # no GPU work before it in the step: nothing to wait for
+        return outcome
+    if (
+        outcome == "inferred"
+        and max(table.end(w) for w in waited) > table.end(task) + CLOCK_SLACK_NS
+    ):
+        return "rejected"
     for dep in waited:
         table.add_data(task, dep)
     done = max(table.end(w) for w in waited)
     end = table.end(task)
-    table.dur[task] = max(0, end - max(int(table.start[task]), done)) if done < end else 0
+    dur = max(0, end - max(int(table.start[task]), done)) if done < end else 0
+    cut = int(table.dur[task]) - dur
+    if cut > 0:
+        table.dur[task] = dur
+        table.waited[task] = cut
+        table.attrs_of(task)[cv.SYNC_WAIT_NS] = cut
+    return outcome

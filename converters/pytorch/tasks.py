@@ -7,7 +7,10 @@ of the host trace), and has at most one control dependency (`ctrl`: the task bef
 on its processor) plus data dependencies (`data1`, then the rare `extra` ones, in the
 order they were found). `finalize` numbers tasks deterministically (by start time,
 processor and creation order) and fills `gap_ns` on CPU threads (in each thread's chain
-order: start, then creation), so the writer only formats.
+order: start, then creation), so the writer only formats. A gap counts from where the
+previous task ended as recorded: a sync call shortened to the time it ran after its GPU
+work (`waited`) still ended at its recorded end, so its wait, replayed through the edge,
+is not replayed a second time as untraced gap.
 """
 
 from __future__ import annotations
@@ -59,6 +62,11 @@ class TaskTable:
     extra: dict[int, list[int]] = field(default_factory=dict)
     #: task → attributes to write (names starting with "_" are internal).
     attrs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: sync task → ns of its recorded duration that is now a dependency edge (the wait
+    #: for GPU work): the call still ended at start + dur + waited on its thread.
+    waited: dict[int, int] = field(default_factory=dict)
+    #: what the builder counted for the conversion report (e.g. "syncs" by outcome).
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
     #: after finalize: task index of each node, in id order (node id = position + 1).
     order: np.ndarray = field(default_factory=_i64)
     #: after finalize: gap_ns of each task.
@@ -105,7 +113,7 @@ class TaskTable:
 
 
 def finalize(table: TaskTable, step_start: int) -> None:
-    """Number tasks deterministically and fill `gap` on CPU threads."""
+    """Number tasks deterministically and fill `gap` on CPU threads (from recorded ends)."""
     n = len(table)
     index = np.arange(n)
     is_comp_cpu = table.kind == TaskKind.CPU
@@ -115,9 +123,15 @@ def finalize(table: TaskTable, step_start: int) -> None:
     on_thread = index[(table.tid >= 0) & (table.stream < 0)]
     on_thread = on_thread[np.argsort(table.start[on_thread], kind="stable")]
     tids = table.tid[on_thread]
+    waited = None
+    if table.waited:
+        waited = np.zeros(n, np.int64)
+        waited[list(table.waited)] = list(table.waited.values())
     for tid in np.unique(tids).tolist():
         rows = on_thread[tids == tid]
         ends = table.start[rows] + table.dur[rows]
+        if waited is not None:
+            ends += waited[rows]
         prev = np.empty(len(rows), np.int64)
         prev[0] = step_start
         prev[1:] = np.maximum.accumulate(ends)[:-1]

@@ -93,6 +93,14 @@ def convert_cmd(
         if summary.link and summary.link.unmatched:
             reasons = ", ".join(f"{k}: {v}" for k, v in sorted(summary.link.unmatched.items()))
             click.echo(f"  unlinked host ops: {reasons}")
+        syncs = summary.syncs
+        if syncs.get("inferred") or syncs.get("rejected") or syncs.get("unresolved"):
+            click.echo(
+                f"  sync/wait calls: {syncs.get('recorded', 0)} named by the trace, "
+                f"{syncs.get('inferred', 0)} inferred from program order, "
+                f"{syncs.get('rejected', 0)} rejected (timestamps contradict), "
+                f"{syncs.get('unresolved', 0)} unresolved"
+            )
         if summary.unknown_comm:
             click.echo(
                 f"  {summary.unknown_comm} comm op(s) of unknown type (written as all-reduce)"

@@ -1,0 +1,139 @@
+"""Cross-stream waits the trace does not resolve: record → wait pairs from program order.
+
+Kineto names the event a `cudaStreamWaitEvent` waits on only in its `cuda_sync` events
+(when the profiler enables them); older PyTorch/Kineto and ROCm traces keep the bare call
+(`hipStreamWaitEvent` too), and some do not record `cudaEventRecord` at all. The
+dependency is still in the launching thread's program order. The stream that waits is the
+stream of the next launch after the wait. What it waits for: when the thread records
+events, the event recorded last before the wait (on the stream the trace names, else the
+stream of the launch before the record); a record on the waiting stream itself orders
+nothing (`same_stream`). Without records, the most recently launched other stream; k
+waits in a row before one launch wait for the k most recently launched other streams.
+The first op launched on the waiting stream after the wait then waits for the last op
+launched on the other stream before the record (or before the wait). An inferred edge is
+kept only if the recorded kernel starts agree (the waiting op started no earlier than the
+op it waits for ended); the others are counted as `rejected`, never added.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import numpy as np
+
+from lumos.converters.chakra import conventions as cv
+from lumos.converters.pytorch.stream_index import StreamIndex
+from lumos.converters.pytorch.tasks import TaskTable
+
+#: GPU timestamps of older Kineto traces are whole µs.
+GPU_SLACK_NS = 1000
+#: event ids lumos gives a `cudaEventRecord` paired with a wait by program order.
+INFERRED_EVENT_BASE = cv.INFERRED_EVENT_BASE
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadCalls:
+    """One thread's runtime calls in program order and what each is.
+
+    `task`: CPU task per call; `launched`: stream it launched on (-1: not a launch);
+    `wait`: positions of the waits to pair; `record` / `record_stream`: positions of its
+    event records and the stream each recorded on (-1: unknown).
+    """
+
+    task: np.ndarray
+    launched: np.ndarray
+    wait: np.ndarray
+    record: np.ndarray
+    record_stream: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """An inferred wait: the waiting task, the stream that waits, the edge, its record."""
+
+    wait: int
+    stream: int
+    src: int
+    dst: int
+    record: int  # the cudaEventRecord task it pairs with, -1 when anchored on a launch
+
+
+def infer_waits(table: TaskTable, calls: ThreadCalls, index: StreamIndex) -> dict[str, int]:
+    """Add the edges of one thread's unresolved waits; returns counts by outcome."""
+    counts = {"inferred": 0, "rejected": 0, "unresolved": 0, "same_stream": 0}
+    for found in _pairs(table, calls, index):
+        if isinstance(found, str):
+            counts[found] += 1
+            continue
+        attrs = table.attrs_of(found.wait)
+        attrs[cv.SYNC_STREAM] = found.stream
+        attrs[cv.SYNC_INFERRED] = True
+        if int(table.start[found.dst]) + GPU_SLACK_NS < table.end(found.src):
+            counts["rejected"] += 1
+            continue
+        table.add_data(found.dst, found.src)
+        counts["inferred"] += 1
+        if found.record >= 0:
+            rec = table.attrs_of(found.record)
+            if cv.EVENT_RECORD not in rec:
+                rec[cv.EVENT_RECORD] = INFERRED_EVENT_BASE + found.record
+                rec[cv.SYNC_STREAM] = int(table.stream[found.src])
+            attrs[cv.SYNC_EVENT] = rec[cv.EVENT_RECORD]
+    return counts
+
+
+def _pairs(table: TaskTable, calls: ThreadCalls, index: StreamIndex) -> list[_Found | str]:
+    """Each wait's inferred pair, or why it has none."""
+    n = len(calls.task)
+    launched = calls.launched
+    is_launch = launched >= 0
+    # next launch position after each call (n: none)
+    nxt = np.where(is_launch, np.arange(n), n)
+    nxt = np.r_[np.minimum.accumulate(nxt[::-1])[::-1], n]
+    recent = _latest_by_stream(n, np.flatnonzero(is_launch), launched[is_launch])
+    out: list[_Found | str] = []
+    used: dict[int, set[int]] = {}
+    rec_pos = calls.record.tolist()
+    for p in calls.wait.tolist():
+        target_pos = int(nxt[p + 1])
+        if target_pos >= n:
+            out.append("unresolved")
+            continue
+        target = int(launched[target_pos])
+        k = bisect.bisect_left(rec_pos, p) - 1
+        record = -1
+        if k >= 0:  # the event recorded last before the wait, on its stream
+            stream, at = int(calls.record_stream[k]), rec_pos[k]
+            record = int(calls.task[at])
+            if stream == target:
+                out.append("same_stream")
+                continue
+        else:  # no records: the most recently launched other stream(s)
+            taken = used.setdefault(target_pos, set())
+            cands = [(int(last[p]), s) for s, last in recent.items() if s != target]
+            cands = [c for c in cands if c[0] >= 0 and c[1] not in taken]
+            if not cands:
+                out.append("unresolved")
+                continue
+            at, stream = max(cands)
+            taken.add(stream)
+        wait_task = int(calls.task[p])
+        src = index.last_before(stream, int(table.start[calls.task[at]]) + 1)
+        dst = index.first_after(target, int(table.start[wait_task]))
+        if src is None or dst is None or stream < 0:
+            out.append("unresolved")
+            continue
+        out.append(_Found(wait_task, target, src, dst, record))
+    return out
+
+
+def _latest_by_stream(n: int, pos: np.ndarray, stream: np.ndarray) -> dict[int, np.ndarray]:
+    """stream → for each position, the latest of `pos` on that stream at or before it (-1)."""
+    out = {}
+    for s in np.unique(stream).tolist():
+        marks = np.full(n, -1, np.int64)
+        mine = pos[stream == s]
+        marks[mine] = mine
+        out[s] = np.maximum.accumulate(marks) if n else marks
+    return out

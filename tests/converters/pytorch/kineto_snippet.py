@@ -1,0 +1,104 @@
+"""Hand-made Kineto traces with the field layout the PyTorch profiler writes.
+
+Events are Chrome-trace complete events (`ph: "X"`, µs floats) with Kineto's categories
+and argument names: host ops (`cpu_op`, `user_annotation` incl. `ProfilerStep#N`), runtime
+calls (`cuda_runtime`, `correlation`, `cbid`), GPU work (`kernel` / `gpu_memcpy` on
+`pid` = device, `tid` = stream, `args.stream`), `ac2g` flow pairs from a launch to its
+kernel, and `cuda_sync` events (only when the profiler enabled them) with
+`cuda_sync_kind`, `wait_on_stream`, `wait_on_cuda_event_record_corr_id`,
+`wait_on_cuda_event_id`, as in HTA's `cuda_event_sync` fixture.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PID, TID, DEVICE = 4242, 4242, 0
+CBID = {"cudaLaunchKernel": 211, "cudaMemcpyAsync": 41, "cudaStreamSynchronize": 131}
+
+
+@dataclass
+class Snippet:
+    """A growing Kineto trace of one process; `ts` / `dur` in µs like the real files."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    corr: int = 1000
+
+    def _next(self) -> int:
+        self.corr += 1
+        return self.corr
+
+    def step(self, n: int, ts: float, dur: float) -> None:
+        self.events.append(_x("user_annotation", f"ProfilerStep#{n}", PID, TID, ts, dur, {}))
+
+    def op(self, name: str, ts: float, dur: float, tid: int = TID) -> None:
+        args = {"External id": self._next()}
+        self.events.append(_x("cpu_op", name, PID, tid, ts, dur, args))
+
+    def runtime(self, name: str, ts: float, dur: float, tid: int = TID) -> int:
+        """A runtime call without GPU work (sync, record, wait); returns its correlation."""
+        corr = self._next()
+        args = {"External id": corr, "cbid": CBID.get(name, 0), "correlation": corr}
+        self.events.append(_x("cuda_runtime", name, PID, tid, ts, dur, args))
+        return corr
+
+    def launch(
+        self,
+        kernel: str,
+        ts: float,
+        stream: int,
+        start: float,
+        dur: float,
+        call: str = "cudaLaunchKernel",
+        tid: int = TID,
+    ) -> int:
+        """A launch call (5 µs) and its GPU op on `stream` at `start`; returns the correlation."""
+        corr = self.runtime(call, ts, 5.0, tid)
+        cat = "gpu_memcpy" if kernel.startswith("Memcpy") else "kernel"
+        args = {
+            "External id": corr,
+            "queued": 0,
+            "device": DEVICE,
+            "context": 1,
+            "stream": stream,
+            "correlation": corr,
+        }
+        self.events.append(_x(cat, kernel, DEVICE, stream, start, dur, args))
+        flow = {"id": corr, "cat": "ac2g", "name": "ac2g"}
+        self.events.append({"ph": "s", "pid": PID, "tid": tid, "ts": ts, **flow})
+        self.events.append(
+            {"ph": "f", "pid": DEVICE, "tid": stream, "ts": start, "bp": "e", **flow}
+        )
+        return corr
+
+    def cuda_sync(self, kind: str, corr: int, ts: float, dur: float, **args: Any) -> None:
+        """The `cuda_sync` event Kineto writes for the sync or wait call `corr`."""
+        body = {"External id": corr, "cuda_sync_kind": kind, **args, "correlation": corr}
+        stream = int(args.get("stream", -1))
+        self.events.append(_x("cuda_sync", kind, DEVICE, stream, ts, dur, body))
+
+    def write(self, path: Path) -> Path:
+        doc = {
+            "schemaVersion": 1,
+            "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}],
+            "traceEvents": self.events,
+        }
+        path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+        return path
+
+
+def _x(cat: str, name: str, pid: int, tid: int, ts: float, dur: float, args: dict) -> dict:
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": pid,
+        "tid": tid,
+        "ts": ts,
+        "dur": dur,
+        "args": args,
+    }
