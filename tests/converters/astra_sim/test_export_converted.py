@@ -59,11 +59,19 @@ def test_dlrm_exports_gpu_work_and_every_collective(dlrm_bundle: tuple[Path, obj
 def test_dlrm_bundle_runs_in_astra_mode_near_native_replay(
     dlrm_bundle: tuple[Path, object],
 ) -> None:
-    times = simulate_bundle(dlrm_bundle[0])
-    # native replay of the same ETs: 18.27-19.82 ms per rank; the bundle keeps the GPU work
-    # and the CPU time the GPU waited for, and reprices NCCL on H100 NVLink.
+    bundle, summary = dlrm_bundle
+    # The delay nodes stand for the time the GPU sat idle waiting for the CPU: 72.5 ms
+    # over the 8 ranks' measured steps (step minus the union of recorded GPU busy time).
+    # They sum to 75.7 ms now that the converter infers the DLRM's cross-stream waits
+    # (this Kineto has no cuda_sync events); without those edges each stream's first
+    # kernel after an all-to-all counted the same idle time again (135.8 ms).
+    assert 70_000_000 < summary.delay_ns < 80_000_000  # type: ignore[attr-defined]
+    times = simulate_bundle(bundle)
+    # measured (V100, NCCL as recorded): 12.5-19.9 ms per rank; the bundle keeps the GPU
+    # work and the CPU time the GPU waited for, and reprices NCCL on H100 NVLink
+    # (12.1-13.7 ms).
     assert len(times) == 8
-    assert all(17_000_000 < t < 22_000_000 for t in times), times
+    assert all(11_000_000 < t < 15_000_000 for t in times), times
 
 
 @pytest.mark.parametrize(
