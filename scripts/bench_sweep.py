@@ -1,7 +1,7 @@
 """Benchmark of `lumos sweep`: plans per second on a 70B-class job, and scaling with workers.
 
     python scripts/bench_sweep.py                 # >= 1,000 plans, Llama 3.1 70B on 512 H100s
-    python scripts/bench_sweep.py --ray           # + Ray local cluster, 1 vs 2 workers
+    python scripts/bench_sweep.py --ray           # + Ray local cluster, 1 vs 2 workers (small grid)
     python scripts/bench_sweep.py --quick         # a small grid, for a smoke run
 
 Baselines measured in the same process: the wall time of one full estimate of a
@@ -80,10 +80,10 @@ def main() -> int:
         f"{plans / wall:.2f} plans/s; one after another would take ~{simulated * one:.0f} s "
         f"(ratio {simulated * one / wall:.1f}x)"
     )
-    if args.ray:
-        w1, *_ = _run(space, "ray", 1)
-        w2, *_ = _run(space, "ray", 2)
-        print(f"ray x1: {w1:.1f} s, ray x2: {w2:.1f} s, speed-up {w1 / w2:.2f}x")
+    if args.ray:  # scaling on the small grid: the same plans on 1 and 2 Ray workers
+        w1, n1, *_ = _run(QUICK, "ray", 1)
+        w2, n2, *_ = _run(QUICK, "ray", 2)
+        print(f"ray, {n1} plans: x1 {w1:.1f} s, x2 {w2:.1f} s, speed-up {w1 / w2:.2f}x")
     return 0
 
 
