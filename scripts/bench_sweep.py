@@ -82,7 +82,7 @@ def main() -> int:
     )
     if args.ray:  # scaling on the small grid: the same plans on 1 and 2 Ray workers
         w1, n1, *_ = _run(QUICK, "ray", 1)
-        w2, n2, *_ = _run(QUICK, "ray", 2)
+        w2, *_ = _run(QUICK, "ray", 2)
         print(f"ray, {n1} plans: x1 {w1:.1f} s, x2 {w2:.1f} s, speed-up {w1 / w2:.2f}x")
     return 0
 
