@@ -27,7 +27,7 @@ from lumos.simulator.et_columns import read_columns
 from lumos.simulator.graph import COLL, COMP, RankGraph
 from lumos.simulator.graph_build import graph_from_et
 from lumos.simulator.graph_columns import graph_from_columns, parse_metadata, read_graph
-from lumos.simulator.load import load_graphs
+from lumos.simulator.load import load_graphs, resolve_groups
 
 FIELDS = (
     *("ids", "name_idx", "type", "is_cpu_op", "stream", "tid", "dur_ns", "dur_us_ns", "gap_ns"),
@@ -209,3 +209,15 @@ def test_truncated_or_corrupt_nodes_name_the_file_and_node(tmp_path: Path) -> No
     empty.write_bytes(b"")
     with pytest.raises(TraceFormatError, match="empty file"):
         read_graph(0, empty.open("rb"), str(empty))
+
+
+def test_gzip_and_node_less_ranks_read_like_protobuf(tmp_path: Path) -> None:
+    gz = _write(tmp_path / "z.0.et.gz", _rank(120))
+    assert gz.read_bytes()[:2] == b"\x1f\x8b"
+    (got,) = load_graphs(gz)
+    want = _plain(gz)
+    resolve_groups([want])
+    _assert_same(got, want)
+    empty = _write(tmp_path / "e.0.et", [])
+    (none,) = load_graphs(empty)
+    assert len(none) == 0 and none.dep_ptr.tolist() == [0] and none.world_size == 2
