@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_OUT ?= out/demo
 
-.PHONY: setup dev demo test lint typecheck bench clean
+.PHONY: setup dev demo test lint typecheck bench clean docs
 
 $(BIN)/lumos:
 	$(PY) -m venv $(VENV)
@@ -33,6 +33,11 @@ typecheck: dev
 
 test: lint typecheck
 	$(BIN)/pytest -q -n 2 --dist loadfile
+
+# The docs site (MkDocs Material + mkdocstrings), strict: any warning fails the build.
+docs: dev
+	$(BIN)/pip install -q -e ".[docs]"
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -q
 
 bench: setup
 	$(BIN)/python scripts/bench_et_io.py

@@ -25,14 +25,29 @@ def _fixtures_root() -> Path:
 FIXTURES = _fixtures_root()
 
 
+#: one reason for every skip on a missing fixture, so pytest -ra groups them in one line
+MISSING = f"real public traces not found in {FIXTURES} (set LUMOS_FIXTURES)"
+
+
 def fixture_path(relative: str) -> Path:
     """Path of a shared fixture; skips (or fails in CI) when the folder is absent."""
     path = FIXTURES / relative
     if not path.exists():
         if os.environ.get("CI"):
             pytest.fail(f"shared fixture missing in CI: {path}")
-        pytest.skip(f"shared fixture not available: {path}")
+        pytest.skip(MISSING if not FIXTURES.exists() else f"shared fixture not available: {path}")
     return path
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line saying why the real-trace tests were skipped, when the folder is absent."""
+    if FIXTURES.exists():
+        return
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if MISSING in str(r.longrepr)]
+    terminalreporter.write_line(
+        f"note: {len(skipped)} test(s) skipped: {MISSING} — they need the shared "
+        "fixtures folder beside the clone (../shared/fixtures)"
+    )
 
 
 @pytest.fixture
@@ -41,7 +56,7 @@ def fixtures() -> Path:
     if not FIXTURES.exists():
         if os.environ.get("CI"):
             pytest.fail(f"shared fixtures missing in CI: {FIXTURES}")
-        pytest.skip(f"shared fixtures not available: {FIXTURES}")
+        pytest.skip(MISSING)
     return FIXTURES
 
 

@@ -12,6 +12,7 @@ from lumos.cli.main import echo_json, handle_errors, quiet
 from lumos.cli.options import check_output, force_option, json_option, output_option
 from lumos.cli.progress import shown
 from lumos.converters.pytorch.convert import MIN_LINK_RATE, RankSummary, convert
+from lumos.errors import LumosError
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +69,7 @@ def convert_cmd(
     """
     out = Path(output)
     if not force and out.is_dir() and any(out.glob(f"{prefix}.*.et")):
-        raise click.UsageError(
-            f"{out} already holds {prefix}.*.et files; pass --force to replace them"
-        )
+        raise LumosError(f"{out} already holds {prefix}.*.et files; pass --force to replace them")
     check_output(out, True, folder=True)
     lines: list[RankSummary] = []
     t0 = time.perf_counter()

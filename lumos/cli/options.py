@@ -36,6 +36,13 @@ class AliasedOption(click.Option):
             self.opts = opts
 
 
+class BadOption(click.BadParameter):
+    """A bad option value, shown as one `error:` line (no usage block) with exit code 2."""
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
 def trace_argument(**kwargs: Any) -> Callable[[F], F]:
     """The positional TRACE: a folder, prefix, .et file or tar of <prefix>.<rank>.et."""
     return click.argument("trace", metavar="TRACE", type=click.Path(exists=False), **kwargs)
@@ -101,7 +108,7 @@ def shipped_systems() -> list[str]:
 def normalize_hw(value: str | None) -> str | None:
     """A shipped name in lower case; a path (has '/' or ends in .yaml/.yml) as given.
 
-    Raises click.BadParameter for an unknown name, listing the shipped ones.
+    Raises BadOption (exit code 2) for an unknown name, listing the shipped ones.
     """
     if value is None:
         return None
@@ -110,7 +117,7 @@ def normalize_hw(value: str | None) -> str | None:
     name = value.lower()
     names = shipped_systems()
     if name not in names:
-        raise click.BadParameter(
+        raise BadOption(
             f"unknown system {value!r}; shipped: {', '.join(names)} (or a YAML path; "
             "`lumos hw list` describes them)",
             param_hint="'--hw'",

@@ -27,7 +27,7 @@ def rewrite(path: Path, out: Path) -> bytes:
     return out.read_bytes()
 
 
-def test_every_fixture_et_rewrites_byte_identically(tmp_path: Path) -> None:
+def test_every_fixture_et_rewrites_byte_identically(fixtures: Path, tmp_path: Path) -> None:
     files = all_fixture_ets()
     assert len(files) >= 130, "expected the ASTRA-sim microbenchmarks, custom ring and T2D"
     for path in files:
