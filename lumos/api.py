@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from lumos.converters.astra_sim.export import ExportSummary
     from lumos.converters.pytorch.convert import ConvertResult
     from lumos.simulator.report.compare import Comparison as _Comparison
+    from lumos.simulator.report.measured import MeasuredRank
     from lumos.simulator.report.summary import Report
     from lumos.simulator.result import SimResult
 
@@ -148,11 +149,19 @@ class Comparison:
 
     raw: _Comparison
     simulation: Simulation
+    measured: Sequence[MeasuredRank]
 
     @property
     def error_pct(self) -> float | None:
         """Signed error of the overall step (see `raw.overall_label`)."""
         return self.raw.error_pct
+
+    def write_timeline(self, path: str | Path) -> int:
+        """Measured and simulated steps side by side in one Perfetto file (one process
+        each); returns the number of slices."""
+        from lumos.simulator.report.side_by_side import write_comparison_timeline
+
+        return write_comparison_timeline(self.simulation.raw, self.measured, path)
 
     def to_json(self) -> dict[str, Any]:
         """The `result` of `lumos compare --json`."""
@@ -281,7 +290,8 @@ def compare(
         repair=repair,
         ablate_sync=ablate_sync,
     )
-    return Comparison(_compare(sim.raw, read_measured(trace)), sim)
+    measured = read_measured(trace)
+    return Comparison(_compare(sim.raw, measured), sim, measured)
 
 
 def export_astra_sim(

@@ -7,7 +7,7 @@ from rich.console import Console
 
 from lumos.api import compare
 from lumos.cli.main import echo_json, handle_errors, quiet
-from lumos.cli.options import hw_option, json_option, trace_argument
+from lumos.cli.options import check_output, force_option, hw_option, json_option, trace_argument
 from lumos.cli.progress import shown
 from lumos.simulator.report.compare import render_comparison
 
@@ -24,6 +24,12 @@ from lumos.simulator.report.compare import render_comparison
     is_flag=True,
     help="Start every rank at 0 instead of at its measured step start (step_start_ns).",
 )
+@click.option(
+    "--timeline",
+    type=click.Path(dir_okay=False),
+    help="Write measured and simulated side by side, one process each (.json[.gz], Perfetto).",
+)
+@force_option
 @json_option
 @handle_errors
 def compare_command(
@@ -32,15 +38,18 @@ def compare_command(
     ablate_sync: bool,
     repair: bool,
     no_align_ranks: bool,
+    timeline: str | None,
+    force: bool,
     as_json: bool,
 ) -> None:
     """Replay TRACE and compare with the times recorded in it.
 
     Measured step = the ETs' `measured_step_ns` (Kineto ProfilerStep), else the span of
     the recorded nodes; per stream/thread, busy time recorded vs simulated. Ranks start
-    at their measured step starts when the ETs carry them (overall times are then last
-    end minus first start on both sides).
+    at their measured step starts when the ETs carry them; the overall row is the
+    slowest rank on each side. --timeline writes both steps into one Perfetto file.
     """
+    check_output(timeline, force)
     with shown(not (as_json or quiet())):
         comparison = compare(
             trace,
@@ -49,10 +58,14 @@ def compare_command(
             repair=repair,
             ablate_sync=ablate_sync,
         )
+    if timeline:
+        comparison.write_timeline(timeline)
     if as_json:
         echo_json(comparison.to_json(), timings=comparison.simulation.timings())
         return
     render_comparison(comparison.raw, Console())
+    if timeline:
+        click.echo(f"timeline (measured and simulated): {timeline}")
     if not quiet():
         for note in comparison.simulation.notes:
             click.echo(f"note: {note}")

@@ -119,7 +119,7 @@ def simulate_command(
     if timeline:
         from lumos.simulator.report.timeline import write_timeline
 
-        write_timeline(result, timeline)
+        write_timeline(result, timeline, critical_path=report.critical_path)
     from lumos.simulator.report.summary import render_summary
 
     plots = _write_plots(report, result, plot_prefix) if plot_prefix else []

@@ -20,6 +20,9 @@ from typing import IO, Any, cast
 import numpy as np
 import orjson
 
+from lumos.simulator.graph import RankGraph
+from lumos.simulator.report.critical_path import CriticalPath
+from lumos.simulator.report.timeline_tracks import comm_args, critical_path_events, peer_flows
 from lumos.simulator.result import ProcessorInfo, ProcKind, RankResult, SimResult
 
 CHUNK = 65_536
@@ -70,10 +73,12 @@ def _metadata(pid: int, rank: int, processors: list[ProcessorInfo], tids: list[i
     return events
 
 
-def rank_events(rank: RankResult) -> Iterator[list[dict[str, Any]]]:
+def rank_events(rank: RankResult, graph: RankGraph | None = None) -> Iterator[list[dict[str, Any]]]:
     """The trace events of one rank, in chunks: metadata first, then one X event per task.
 
-    Zero-length bookkeeping tasks (metadata nodes) are left out.
+    Zero-length bookkeeping tasks (metadata nodes) are left out. Args say what a slice
+    is: node id, processor, and for communication (with the rank's `graph`) the type,
+    bytes, group or peer and the wait for peers.
     """
     procs = rank.processors
     tids = thread_ids(procs)
@@ -94,11 +99,17 @@ def rank_events(rank: RankResult) -> Iterator[list[dict[str, Any]]]:
         name_idx = tasks.name_idx[rows].tolist()
         node = tasks.node_id[rows].tolist()
         wait = tasks.wait_ns[rows].tolist()
+        comm = tasks.is_comm[rows].tolist()
+        row_ids = rows.tolist()
         names = tasks.names
         chunk = []
         for j in range(rows.size):
-            args: dict[str, Any] = {"node_id": node[j]}
-            if wait[j]:
+            args: dict[str, Any] = {"node_id": node[j], "processor": procs[proc[j]].name}
+            if comm[j]:
+                if graph is not None:
+                    args.update(comm_args(graph, row_ids[j]))
+                args["wait_for_peers_ns"] = wait[j]
+            elif wait[j]:
                 args["wait_ns"] = wait[j]
             chunk.append(
                 {
@@ -158,11 +169,15 @@ def write_timeline(
     *,
     ranks: Iterable[int] | None = None,
     flows: bool = False,
+    peers: bool = True,
+    critical_path: CriticalPath | None = None,
 ) -> int:
     """Write the run as a Chrome/Perfetto JSON trace; returns the number of task events.
 
     `ranks` limits the output to some global ranks (all by default); `flows` adds
-    dependency arrows between processors. The file appears atomically (temp + rename).
+    dependency arrows between processors; `peers` arrows from each collective's last
+    arrival to its other members; `critical_path` a track of the path. The file appears
+    atomically (temp + rename).
     """
     target = Path(path)
     wanted = None if ranks is None else set(ranks)
@@ -172,16 +187,23 @@ def write_timeline(
     with _open(tmp, target.name.endswith(".gz")) as out:
         out.write(b'{"schemaVersion":1,"displayTimeUnit":"ns","traceEvents":[')
         first = True
+        tids: dict[int, list[int]] = {}
         for k, rank in enumerate(result.ranks):
             if wanted is not None and rank.rank not in wanted:
                 continue
-            for index, chunk in enumerate(rank_events(rank)):
+            tids[rank.rank] = thread_ids(rank.processors)
+            graph = result.graphs[k] if k < len(result.graphs) else None
+            for index, chunk in enumerate(rank_events(rank, graph)):
                 count += len(chunk) if index else 0
                 first = _write_chunk(out, chunk, first)
             if flows:
                 arrows = flow_events(result, k, flow_id)
                 flow_id += len(arrows) // 2
                 first = _write_chunk(out, arrows, first)
+        if peers:
+            first = _write_chunk(out, peer_flows(result, tids, flow_id), first)
+        if critical_path is not None and critical_path.steps:
+            first = _write_chunk(out, critical_path_events(critical_path), first)
         meta = {"lumos": {"mode": result.mode, "iteration_time_ns": result.iteration_time_ns}}
         out.write(b"]," + orjson.dumps(meta)[1:-1] + b"}")
     os.replace(tmp, target)

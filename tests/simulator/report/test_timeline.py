@@ -37,7 +37,8 @@ def test_timeline_has_one_pid_per_rank_named_threads_and_float_microseconds(tmp_
     assert procs == {0: "rank 0", 1: "rank 1"}
     ar = next(e for e in events if e["pid"] == 0 and e["name"] == "allreduce")
     assert ar["ts"] == 0.04 and ar["dur"] == 0.06 and ar["tid"] == 20
-    assert ar["cat"] == "kernel" and ar["args"] == {"node_id": 103, "wait_ns": 10}
+    assert ar["cat"] == "kernel" and ar["args"]["node_id"] == 103
+    assert ar["args"]["wait_for_peers_ns"] == 10 and ar["args"]["processor"] == "stream 20"
     assert next(e for e in events if e["name"] == "launch_a")["cat"] == "cpu_op"
     assert trace["lumos"]["iteration_time_ns"] == 100
 
