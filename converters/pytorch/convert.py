@@ -35,7 +35,7 @@ from lumos.converters.pytorch.inputs import RankInputs, plan
 from lumos.converters.pytorch.json_stream import TraceFile
 from lumos.converters.pytorch.kineto import KinetoTrace, load_kineto
 from lumos.converters.pytorch.link import LinkReport, link
-from lumos.converters.pytorch.steps import StepWindow, choose_step
+from lumos.converters.pytorch.steps import StepInfo, StepWindow, choose_step
 from lumos.converters.pytorch.tasks import TaskKind, TaskTable, finalize
 from lumos.converters.pytorch.writer import NodeSource, metadata, write_et_file
 from lumos.errors import LinkError, TraceFormatError
@@ -66,6 +66,9 @@ class RankSummary:
     sources: list[str]
     #: sync and wait calls by how what they wait for was found (`sync_edges`).
     syncs: dict[str, int] = field(default_factory=dict)
+    #: every ProfilerStep of the Kineto trace (`steps.StepInfo`) and why `step` was chosen.
+    steps: tuple[StepInfo, ...] = ()
+    step_chosen_by: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -81,6 +84,10 @@ class RankSummary:
             "unknown_comm": self.unknown_comm,
             "sources": self.sources,
             "syncs": self.syncs,
+            "step_chosen_by": self.step_chosen_by,
+            "steps": [
+                {"name": x.name, "measured_ns": x.dur, "complete": x.complete} for x in self.steps
+            ],
         }
 
 
@@ -290,11 +297,10 @@ def _convert_rank(
         step_start_ns=step_start if trace is not None else None,
     )
     write_et_file(path, meta, NodeSource(table, step_start, estimated, trace, host), split)
-    return (
-        _summary(item.rank, str(path), table, step_name, step_ns, report, sources),
-        _records(item.rank, table),
-        groups,
-    )
+    summary = _summary(item.rank, str(path), table, step_name, step_ns, report, sources)
+    if trace is not None:
+        summary.steps, summary.step_chosen_by = window.steps, window.chosen_by
+    return summary, _records(item.rank, table), groups
 
 
 def check_link_rate(

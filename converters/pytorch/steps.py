@@ -1,8 +1,10 @@
 """Choosing the measured iteration: one `ProfilerStep#N` window of a Kineto trace.
 
-The default is the last complete step: every launch inside it has its GPU op in the
-trace (a profiler window often cuts the final step's GPU tail). A trace without step
-annotations is taken whole.
+Every `ProfilerStep#N` of the trace is listed with its measured time and whether it is
+complete: every launch inside it has its GPU op in the trace (a profiler window often
+cuts the final step's GPU tail). The default is the last complete step (the last step
+when none is); `--step N` picks another. A trace without step annotations is taken
+whole, and then nothing in it was measured: it has no iteration time to compare with.
 """
 
 from __future__ import annotations
@@ -15,17 +17,33 @@ from lumos.converters.pytorch.kineto import Kind, KinetoTrace
 from lumos.errors import LinkError
 
 STEP_PREFIX = "ProfilerStep#"
+WHOLE_TRACE = "whole trace"
+
+
+@dataclass(frozen=True, slots=True)
+class StepInfo:
+    """One `ProfilerStep#N` of the trace: its measured time (ns) and completeness."""
+
+    name: str
+    start: int
+    dur: int
+    complete: bool
 
 
 @dataclass(frozen=True, slots=True)
 class StepWindow:
-    """The chosen window on the host clock (ns) and the process it belongs to."""
+    """The chosen window on the host clock (ns) and the process it belongs to.
+
+    `steps`: every ProfilerStep of the trace in time order; `chosen_by`: why this one.
+    """
 
     name: str
     start: int
     end: int
     pid: int
     measured: bool  # a real ProfilerStep (its duration is the measured iteration time)
+    steps: tuple[StepInfo, ...] = ()
+    chosen_by: str = ""
 
 
 def step_name_mask(trace: KinetoTrace) -> np.ndarray:
@@ -49,44 +67,60 @@ def main_pid(trace: KinetoTrace) -> int:
     return int(pids[best[np.argmin(first[best])]])
 
 
+def list_steps(trace: KinetoTrace, rows: list[int]) -> list[StepInfo]:
+    """Each step row's name, start, measured time and completeness."""
+    kind, ts, dur = trace.kind, trace.ts, trace.dur
+    gpu_corr = np.unique(trace.corr[kind == Kind.GPU])
+    launch_name = np.array([_launches_gpu(n) for n in trace.names] or [False], bool)
+    launch = (kind == Kind.RUNTIME) & (trace.corr >= 0) & launch_name[trace.name]
+    order = np.argsort(ts[launch], kind="stable")
+    launch_ts = ts[launch][order]
+    missing = np.r_[0, np.cumsum(~np.isin(trace.corr[launch][order], gpu_corr))]
+    starts, ends = ts[rows], ts[rows] + dur[rows]
+    lo = np.searchsorted(launch_ts, starts, side="left")
+    hi = np.searchsorted(launch_ts, ends, side="left")
+    complete = (missing[hi] - missing[lo]) == 0
+    return [
+        StepInfo(trace.name_of(r), int(ts[r]), int(dur[r]), bool(c))
+        for r, c in zip(rows, complete.tolist(), strict=True)
+    ]
+
+
 def choose_step(trace: KinetoTrace, path: str, step: int | None = None) -> StepWindow:
     """The window of `ProfilerStep#<step>` (default: the last complete one).
 
     Raises LinkError if `step` is given and not in the trace.
     """
     rows = step_rows(trace)
-    steps = rows[np.argsort(trace.ts[rows], kind="stable")].tolist()
-    ts, dur, pid = trace.ts, trace.dur, trace.pid
+    rows_l = rows[np.argsort(trace.ts[rows], kind="stable")].tolist()
+    infos = tuple(list_steps(trace, rows_l))
+    pids = trace.pid
 
-    def window(row: int) -> StepWindow:
-        start = int(ts[row])
-        return StepWindow(trace.name_of(row), start, start + int(dur[row]), int(pid[row]), True)
+    def window(k: int, why: str) -> StepWindow:
+        info = infos[k]
+        end = info.start + info.dur
+        pid = int(pids[rows_l[k]])
+        return StepWindow(info.name, info.start, end, pid, True, infos, why)
 
     if step is not None:
         wanted = f"{STEP_PREFIX}{step}"
-        chosen = [r for r in steps if trace.name_of(r) == wanted]
+        chosen = [k for k, info in enumerate(infos) if info.name == wanted]
         if not chosen:
-            names = ", ".join(trace.name_of(r) for r in steps) or "none"
+            names = ", ".join(info.name for info in infos) or "none"
             raise LinkError(f"{path}: no {wanted} (steps in the trace: {names})")
-        return window(chosen[-1])
-    kind = trace.kind
-    if not steps:
+        return window(chosen[-1], "picked by --step")
+    if not infos:
+        kind, ts, dur = trace.kind, trace.ts, trace.dur
         cpu = (kind != Kind.GPU) & (kind != Kind.SYNC)
         has = bool(cpu.any())
         start = int(ts[cpu].min()) if has else 0
         end = int((ts[cpu] + dur[cpu]).max()) if has else 0
-        return StepWindow("whole trace", start, end, main_pid(trace), False)
-    gpu_corr = np.unique(trace.corr[kind == Kind.GPU])
-    launch_name = np.array([_launches_gpu(n) for n in trace.names] or [False], bool)
-    launch = (kind == Kind.RUNTIME) & (trace.corr >= 0) & launch_name[trace.name]
-    order = np.argsort(ts[launch], kind="stable")
-    launch_ts = ts[launch][order]
-    missing = ~np.isin(trace.corr[launch][order], gpu_corr)
-    for row in reversed(steps):
-        lo, hi = np.searchsorted(launch_ts, [ts[row], ts[row] + dur[row]], side="left")
-        if not missing[lo:hi].any():
-            return window(row)
-    return window(steps[-1])
+        why = "no ProfilerStep in the trace: nothing measured"
+        return StepWindow(WHOLE_TRACE, start, end, main_pid(trace), False, (), why)
+    complete = [k for k, info in enumerate(infos) if info.complete]
+    if complete:
+        return window(complete[-1], "the last complete step")
+    return window(len(infos) - 1, "the last step (none has all its GPU work in the trace)")
 
 
 def _launches_gpu(name: str) -> bool:

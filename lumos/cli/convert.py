@@ -26,6 +26,18 @@ def _line(s: RankSummary) -> str:
     )
 
 
+def _steps_line(s: RankSummary) -> str:
+    """Every ProfilerStep's measured time and which one was converted, and why."""
+    if not s.steps:
+        return f"{s.step}: {s.step_chosen_by} (no iteration time to compare with)"
+    times = ", ".join(
+        f"{x.name} {x.dur / 1e6:.2f} ms" + ("" if x.complete else " (GPU tail cut)")
+        for x in s.steps
+    )
+    more = "" if s.step_chosen_by.endswith("--step") else " (--step N picks another)"
+    return f"steps: {times}; converted {s.step}, {s.step_chosen_by}{more}"
+
+
 @click.command("convert")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True))
 @output_option("Folder to write <prefix>.<rank>.et into.", old=("--out",), dir_okay=True)
@@ -89,6 +101,8 @@ def convert_cmd(
         return
     for summary in lines:
         click.echo(_line(summary))
+        if len(summary.steps) > 1 or summary.step_chosen_by.startswith("no ProfilerStep"):
+            click.echo(f"  {_steps_line(summary)}")
         if summary.link and summary.link.unmatched:
             reasons = ", ".join(f"{k}: {v}" for k, v in sorted(summary.link.unmatched.items()))
             click.echo(f"  unlinked host ops: {reasons}")
@@ -106,7 +120,7 @@ def convert_cmd(
             )
     total = sum(s.nodes for s in lines)
     click.echo(f"{len(lines)} rank(s), {total} nodes, {sum(s.comm for s in lines)} comm nodes")
-    if lines and all(s.link is None and not s.step_ns for s in lines):
+    if lines and all(s.link is None and not s.step_ns and not s.step_chosen_by for s in lines):
         click.echo(
             "note: host ETs only — the ETs carry no measured durations; simulate them with "
             "--hw NAME (the cost model prices them)"

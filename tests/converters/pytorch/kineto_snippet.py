@@ -1,4 +1,4 @@
-"""Hand-made Kineto traces with the field layout the PyTorch profiler writes.
+"""Hand-made Kineto traces (and host ETs) with the field layout PyTorch writes.
 
 Events are Chrome-trace complete events (`ph: "X"`, µs floats) with Kineto's categories
 and argument names: host ops (`cpu_op`, `user_annotation` incl. `ProfilerStep#N`), runtime
@@ -35,8 +35,10 @@ class Snippet:
     def step(self, n: int, ts: float, dur: float) -> None:
         self.events.append(_x("user_annotation", f"ProfilerStep#{n}", PID, TID, ts, dur, {}))
 
-    def op(self, name: str, ts: float, dur: float, tid: int = TID) -> None:
-        args = {"External id": self._next()}
+    def op(self, name: str, ts: float, dur: float, tid: int = TID, rf: int | None = None) -> None:
+        args: dict[str, Any] = {"External id": self._next()}
+        if rf is not None:  # traces captured together with a host ET
+            args["Record function id"] = rf
         self.events.append(_x("cpu_op", name, PID, tid, ts, dur, args))
 
     def runtime(self, name: str, ts: float, dur: float, tid: int = TID) -> int:
@@ -89,6 +91,48 @@ class Snippet:
         }
         path.write_bytes(gzip.compress(json.dumps(doc).encode()))
         return path
+
+
+def write_host_et(path: Path, ops: list[tuple[int, str, int, int]]) -> Path:
+    """A host ET (schema 1.1.1-chakra.0.0.4) of `ops` = (id, name, parent id, rf_id) under
+    the thread root (id 2), each with one float tensor input of shape [4, 64]."""
+    nodes = [_host_node(2, "[pytorch|profiler|execution_trace|thread]", 1, 0, False)]
+    nodes += [_host_node(i, name, parent, rf, True) for i, name, parent, rf in ops]
+    doc = {"schema": "1.1.1-chakra.0.0.4", "pid": PID, "time": "2026-11-21 12:40:13"}
+    doc |= {"start_ts": 0, "finish_ts": 1, "nodes": nodes}
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    return path
+
+
+def _host_node(node_id: int, name: str, parent: int, rf: int, tensor: bool) -> dict:
+    empty = {"values": [], "shapes": [], "types": [], "strides": []}
+    inputs = (
+        {
+            "values": [[node_id, node_id, 0, 256, 4, "cpu"]],
+            "shapes": [[4, 64]],
+            "types": ["Tensor(float)"],
+            "strides": [[64, 1]],
+        }
+        if tensor
+        else empty
+    )
+    attrs = [
+        ("rf_id", "uint64", rf),
+        ("fw_parent", "uint64", 0),
+        ("seq_id", "int64", -1),
+        ("scope", "uint64", 0),
+        ("tid", "uint64", 1),
+        ("fw_tid", "uint64", 0),
+        ("op_schema", "string", ""),
+    ]
+    return {
+        "id": node_id,
+        "name": name,
+        "ctrl_deps": parent,
+        "inputs": inputs,
+        "outputs": empty,
+        "attrs": [{"name": n, "type": t, "value": v} for n, t, v in attrs],
+    }
 
 
 def _x(cat: str, name: str, pid: int, tid: int, ts: float, dur: float, args: dict) -> dict:
