@@ -15,7 +15,7 @@ import io
 import multiprocessing
 import os
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -57,12 +57,13 @@ def read_sources(
         return
     jobs = workers() if jobs is None else jobs
     sizes = [_plain_size(s) for s in sources]
-    if jobs < 2 or sum(sizes) < PARALLEL_BYTES:
+    total = sum(Path(s.path).stat().st_size for s in sources if s.archive is None)
+    if jobs < 2 or total < PARALLEL_BYTES:
         for source in sources:
             yield source, _read_source(source, repair)
         return
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(min(jobs, len(sources) * jobs), mp_context=context) as pool:
+    with ProcessPoolExecutor(jobs, mp_context=context) as pool:
         futures = [
             _submit(pool, s, size, jobs, len(sources), repair)
             for s, size in zip(sources, sizes, strict=True)
@@ -87,11 +88,13 @@ def _submit(
 ) -> list[Future[Any] | _Local]:
     parts = min(max(1, jobs // ranks), max(1, size // PART_BYTES))
     if parts == 1:
-        return [pool.submit(_read_source, source, repair)]
+        return [pool.submit(_in_worker, _read_source, source, repair)]
     cuts = [size * k // parts for k in range(parts + 1)]
     # the first part is read here, by `_collect`, while the workers read the others
     later = [
-        pool.submit(_read_part, source.path, cuts[k], cuts[k + 1] if k + 1 < parts else None)
+        pool.submit(
+            _in_worker, _read_part, source.path, cuts[k], cuts[k + 1] if k + 1 < parts else None
+        )
         for k in range(1, parts)
     ]
     return [_Local(source.path, cuts[1]), *later]
@@ -107,14 +110,42 @@ class _Local:
         return _read_part(self.path, 0, self.stop)
 
 
+def _in_worker(read: Callable[..., Any], *args: Any) -> Any:
+    """`read(*args)` in a worker; a TraceFormatError comes back as a `_Failed` (it does
+    not survive pickling as itself)."""
+    try:
+        return read(*args)
+    except TraceFormatError as exc:
+        return _Failed(exc.path, str(exc), exc.where)
+
+
+class _Failed:
+    """A TraceFormatError raised in a worker, to raise again here."""
+
+    def __init__(self, path: str, text: str, where: str | None) -> None:
+        self.path, self.text, self.where = path, text, where
+
+    def error(self) -> TraceFormatError:
+        loc = self.path + (f" ({self.where})" if self.where else "")
+        message = self.text.removeprefix(f"{loc}: ")
+        return TraceFormatError(self.path, message, where=self.where)
+
+
+def _result(part: Future[Any] | _Local) -> Any:
+    out = part.result()
+    if isinstance(out, _Failed):
+        raise out.error()
+    return out
+
+
 def _collect(source: EtSource, parts: list[Future[Any] | _Local], repair: bool) -> RankGraph:
-    first = parts[0].result()
+    first = _result(parts[0])
     if isinstance(first, RankGraph):
         return first
     assert isinstance(first, tuple)
     head, cols = first
     for part in parts[1:]:
-        more = part.result()
+        more = _result(part)
         assert isinstance(more, tuple)
         cols.extend(more[1])
     return graph_from_columns(

@@ -189,6 +189,10 @@ def test_ranks_read_in_worker_processes_match(
             want.rank = source.rank
             _assert_same(g, want)
     assert [len(g) for g in load_graphs(tmp_path / "job")] == [400, 450, 500]
+    bad = tmp_path / "job.1.et"
+    bad.write_bytes(bad.read_bytes()[:-5])
+    with pytest.raises(TraceFormatError, match=r"job\.1\.et \(byte \d+\): truncated message"):
+        list(read_ranks.read_sources(sources, False, 2))
 
 
 def test_truncated_or_corrupt_nodes_name_the_file_and_node(tmp_path: Path) -> None:
