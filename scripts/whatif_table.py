@@ -65,9 +65,9 @@ def main() -> None:
     print()
     print(
         "| config | edit | runs | measured median (min-max) ms | predicted median (min-max) ms "
-        "| error (medians) | error (fastest) |"
+        "| error (medians) | error (fastest) | error (paired) |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for config, (flags, spec) in EDITS.items():
         measured = [measured_ms(e) for e in runs(args.root, config)]
         if not measured:
