@@ -39,6 +39,33 @@ def converted(name: str, inputs: list[Path]) -> Path:
     return out
 
 
+def synthetic(ranks: int, kinds: tuple[int, ...]) -> Path:
+    """Every rank late by 0-12 µs (seeded), then 1 MiB collectives of `kinds` in turn."""
+    import random
+
+    from lumos.converters.chakra.attrs import make_attr
+    from lumos.converters.chakra.stream import write_et
+    from lumos.proto import pb
+
+    out = CACHE / "et" / f"synthetic{ranks}_{'_'.join(map(str, kinds))}"
+    out.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(5)
+    for rank in range(ranks):
+        late = pb.Node(id=1, name="late", type=pb.COMP_NODE, duration_micros=rng.randint(0, 12))
+        late.attr.extend([make_attr("is_cpu_op", False), make_attr("stream", 7)])
+        nodes, dep = [late], 1
+        for nid, kind in enumerate(kinds, start=2):
+            coll = pb.Node(id=nid, name=f"c{nid}", type=pb.COMM_COLL_NODE, data_deps=[dep])
+            coll.attr.extend(
+                make_attr(k, v)
+                for k, v in (("comm_type", kind), ("comm_size", 1 << 20), ("is_cpu_op", False))
+            )
+            nodes.append(coll)
+            dep = nid
+        write_et(out / f"syn.{rank}.et", None, nodes)
+    return out
+
+
 def cases() -> list[tuple[str, Path, dict[str, object]]]:
     rows: list[tuple[str, Path, dict[str, object]]] = []
     for kind in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
@@ -51,6 +78,8 @@ def cases() -> list[tuple[str, Path, dict[str, object]]]:
         rows.append(
             (f"gloo {cap} capture 2", converted(cap, [REPO / "tests/data/captures" / cap]), {})
         )
+    rows.append(("synthetic 32, uneven, AR", synthetic(32, (0,)), {}))
+    rows.append(("synthetic 32, uneven, 4 kinds", synthetic(32, (2, 7, 6, 0)), {}))
     dlrm = FIX / "param/et_replay/tests/inputs"
     inputs = [dlrm / "dlrm_pytorch_et.tar.gz", dlrm / "dlrm_kineto.tar.gz"]
     rows.append(("DLRM 8xV100 (converted)", converted("dlrm", inputs), {}))

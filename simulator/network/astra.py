@@ -171,6 +171,9 @@ class AstraPricer:
             return None
         chunk, n_chunks = self.chunking(comm_type, size_bytes)
         group = list(ranks)
+        slots = self.system.active_chunks_per_dimension
+        if len(set(group)) == self.num_npus and len(self.world_plan(comm_type)) > 1:
+            return self._phased_finish(comm_type, chunk) if n_chunks <= slots else None
         if not self.ring_of(comm_type, group):
             return None
         n = len(group)
@@ -185,10 +188,52 @@ class AstraPricer:
         def one_chunk(starts: list[int]) -> list[int]:
             return ring_finish(starts, steps, reducing, edges, d, r)
 
-        slots = self.system.active_chunks_per_dimension
-
         def finish(arrivals: Sequence[int]) -> list[int]:
             return chunked_finish(arrivals, n_chunks, slots, one_chunk)
+
+        return finish
+
+    def _phased_finish(
+        self, comm_type: int, chunk: int
+    ) -> Callable[[Sequence[int]], list[int]] | None:
+        """Per-member finish of an all-rank collective whose chunks cross several
+        dimensions, every chunk in flight at once (chunks <= active chunks, so none waits
+        for a slot and one chunk's timeline is every chunk's): each phase is a ring per
+        line of the dimension, started when the member ended the previous phase."""
+        phases: list[tuple[list[list[int]], int, int, list[int], int]] = []
+        size, stride = chunk, [1]
+        for dim in self.dims:
+            stride.append(stride[-1] * dim.size)
+        plan = self.world_plan(comm_type)
+        for d, kind in plan:
+            if self.system.implementation(_NAMES[kind])[d] not in ("ring", "oneRing"):
+                return None
+            # the all-gathers that end an all-reduce take the "last" queue of their
+            # dimension, whose ring runs the other way round
+            backwards = comm_type == ALL_REDUCE and kind == ALL_GATHER
+            dim, n = self.dims[d], self.dims[d].size
+            steps, reducing, divisor = ring_steps(kind, n)
+            m = size // divisor
+            lines = [
+                [base + k * stride[d] for k in (range(n - 1, -1, -1) if backwards else range(n))]
+                for base in range(self.num_npus)
+                if (base // stride[d]) % n == 0
+            ]
+            edges = [dim.message_ns(m, dim.hops((k - 1) % n, k)) for k in range(n)]
+            phases.append((lines, steps, reducing, edges, self._reduce_ns(m)))
+            size = {ALL_GATHER: size * n, REDUCE_SCATTER: size // n}.get(kind, size)
+        delay = self.system.endpoint_delay_ns
+
+        def finish(arrivals: Sequence[int]) -> list[int]:
+            t = list(arrivals)
+            for lines, steps, reducing, edges, reduce_ns in phases:
+                for line in lines:
+                    ends = ring_finish(
+                        [t[r] for r in line], steps, reducing, edges, delay, reduce_ns
+                    )
+                    for r, e in zip(line, ends, strict=True):
+                        t[r] = e
+            return t
 
         return finish
 
@@ -200,9 +245,11 @@ class AstraPricer:
         return self.dims[dim].message_ns(size_bytes, self.dims[dim].hops(a, b))
 
     # -- phases --------------------------------------------------------------------------
-    def _world_phases(self, comm_type: int, chunk: int) -> list[_Phase]:
+    def world_plan(self, comm_type: int) -> list[tuple[int, int]]:
+        """(dimension, collective) of each phase a chunk of an all-rank collective runs,
+        in order (all-reduce with localBWAware: reduce-scatter up, all-reduce on the
+        last dimension, all-gather back down)."""
         active = [i for i, d in enumerate(self.dims) if d.size > 1]
-        plan: list[tuple[int, int]] = []  # (dim, collective) in execution order
         if (
             comm_type == ALL_REDUCE
             and self.system.collective_optimization is CollectiveOptimization.LOCAL_BW_AWARE
@@ -210,12 +257,14 @@ class AstraPricer:
             plan = [(i, REDUCE_SCATTER) for i in active[:-1]]
             plan += [(active[-1], ALL_REDUCE)] if active else []
             plan += [(i, ALL_GATHER) for i in reversed(active[:-1])]
-        else:
-            order = list(reversed(active)) if comm_type == ALL_GATHER else active
-            plan = [(i, comm_type) for i in order]
+            return plan
+        order = list(reversed(active)) if comm_type == ALL_GATHER else active
+        return [(i, comm_type) for i in order]
+
+    def _world_phases(self, comm_type: int, chunk: int) -> list[_Phase]:
         phases = []
         size = chunk
-        for dim, kind in plan:
+        for dim, kind in self.world_plan(comm_type):
             duration, size = self._phase_ns(kind, size, dim)
             phases.append(_Phase(dim, duration))
         return phases

@@ -13,10 +13,12 @@ n(n-1)/2, others n-1), endpoint delay d, message time N(edge, m) and reduction R
 R_k = R(m) on every step of a reduce-scatter and on the first n-1 of an all-reduce. A
 rank starts chunk c when it arrived and one of its `active-chunks-per-dimension` slots is
 free (chunks of one collective run in order). With equal arrivals this is the closed form
-`AstraPricer` uses. Measured exact against the real binary on one-dimensional networks
-and communicator sub-groups (tests/converters/astra_sim/test_binary.py); collectives whose
-chunks pass several network dimensions, and non-ring implementations, are not covered
-(`member_finish` returns None and the caller ends the members together).
+`AstraPricer` uses. An all-rank collective on a network of several dimensions runs
+one such ring per line of each dimension in turn (the all-gathers that close an
+all-reduce the other way round), when every chunk is in flight at once. Measured exact
+against the real binary (tests/converters/astra_sim/test_binary.py); non-ring
+implementations, and several dimensions with more chunks than active slots, are not
+covered (`member_finish` returns None and the caller ends the members together).
 """
 
 from __future__ import annotations

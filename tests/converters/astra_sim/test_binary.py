@@ -277,3 +277,32 @@ def test_cli_run_reports_astra_sim_vs_lumos_per_rank(
     assert done.exit_code == 0, done.output
     assert "8 of 8 ranks identical" in done.output
     assert done.output.count("ASTRA-sim          9,222  lumos          9,222  +0.0000%") == 8
+
+
+@pytest.mark.parametrize(
+    "kinds",
+    [(pb.ALL_REDUCE,), (pb.ALL_GATHER, pb.REDUCE_SCATTER, pb.ALL_TO_ALL, pb.ALL_REDUCE)],
+    ids=["all_reduce", "mixed"],
+)
+def test_two_dimensional_uneven_arrivals_equal_the_binary(
+    kinds: tuple[int, ...], astra_bin: dict[str, str], tmp_path: Path
+) -> None:
+    """16 ranks on two h100 nodes (Switch 8 x Switch 2): each chunk runs a ring per line
+    of each dimension (an all-reduce's closing all-gather the other way round), so late
+    ranks 3 and 12 spread their delay to their lines first."""
+    ranks = []
+    for rank in range(16):
+        late = {3: 7, 12: 2}.get(rank, 0)
+        nodes = [node(1, "k", pb.COMP_NODE, dur_us=late, stream=7)] if late else []
+        deps: tuple[int, ...] = (1,) if late else ()
+        for nid, kind in enumerate(kinds, start=2):
+            nodes.append(
+                node(nid, f"c{nid}", pb.COMM_COLL_NODE, deps, comm_type=kind, comm_size=1 << 20)
+            )
+            deps = (nid,)
+        ranks.append(nodes)
+    trace = write_trace(tmp_path / "in", ranks)
+    export(trace, tmp_path / "b")
+    assert load_astra_network(tmp_path / "b" / "network.yml").npus_count == (8, 2)
+    real, ours = both(tmp_path / "b", astra_bin[UNAWARE], 16)
+    assert ours == real and len(set(real)) >= 8
