@@ -295,14 +295,16 @@ def test_fold_is_linear_on_a_long_cpu_chain(tmp_path: Path) -> None:
             node(2 * i + 1, "k", pb.COMP_NODE, (2 * i,), is_cpu_op=False, stream=i % 4, dur_us=5)
         )
     trace = write_trace(tmp_path / "in", [nodes, list(nodes)])
-    began = time.perf_counter()
+    began = (
+        time.process_time()
+    )  # CPU seconds of this process: other jobs on the machine do not count
     summary = export(trace, tmp_path / "b", options=ExportOptions(cpu_gaps=CpuGaps.DROP))
-    elapsed = time.perf_counter() - began
+    elapsed = time.process_time() - began
     assert summary.preflight.compute == 2 * steps
     _, out = read_et(tmp_path / "b" / "workload" / "t.0.et")
     # every kernel waits for at most one kernel per stream (pruned frontier)
     assert max(len(n.data_deps) for n in out) <= 4
-    assert elapsed < 15, f"export of 40k nodes took {elapsed:.1f} s"
+    assert elapsed < 15, f"export of 40k nodes took {elapsed:.1f} CPU s"
 
 
 def test_cli_json_summary(tmp_path: Path) -> None:
