@@ -99,7 +99,8 @@ class CriticalPath:
         return self._group("name")[:top]
 
     def by_category(self) -> list[Contributor]:
-        """Contributors grouped by category (gpu compute, communication, cpu, wait, gap)."""
+        """Contributors grouped by category (gpu compute, communication, cpu, wait for
+        peers, wait (sync), gpu backlog, gap)."""
         return self._group("category")
 
     def to_dict(self, top: int = 10) -> dict[str, object]:
@@ -210,7 +211,9 @@ def critical_path(result: SimResult) -> CriticalPath:
                 name, cat = "(previous step's GPU work)", "gpu backlog"
                 steps.append(PathStep(kind, rank, -1, -1, name, cat, lo, cursor))
             else:
-                cat = "wait" if kind is StepKind.WAIT else walker.category(k, row)
+                cat = walker.category(k, row)
+                if kind is StepKind.WAIT:
+                    cat = "wait for peers" if tasks.is_comm[row] else "wait (sync)"
                 node = int(tasks.node_id[row])
                 steps.append(PathStep(kind, rank, row, node, tasks.name(row), cat, lo, cursor))
             cursor = lo
