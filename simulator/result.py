@@ -145,6 +145,12 @@ class SimResult:
     align_note: str = ""
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def gpu_inclusive_ns(self) -> int:
+        """The slowest rank's GPU-inclusive step (GPU work that outlives the CPU loop
+        included): what an edit of GPU work alone moves when the loop never waits for it."""
+        return max((r.gpu_inclusive_ns for r in self.ranks), default=0)
+
     def rank(self, rank: int) -> RankResult:
         """The result of one global rank. Raises KeyError if it was not loaded."""
         for r in self.ranks:
@@ -157,6 +163,7 @@ class SimResult:
         return {
             "mode": self.mode,
             "iteration_time_ns": self.iteration_time_ns,
+            "gpu_inclusive_ns": self.gpu_inclusive_ns,
             "aligned": self.aligned,
             "align_note": self.align_note,
             "ranks": [

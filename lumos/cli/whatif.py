@@ -84,6 +84,7 @@ def whatif_command(
 ) -> None:
     """Predict TRACE's step (folder, prefix, file or tar of .et files) after the edits."""
     from lumos.simulator.report.breakdown import breakdown
+    from lumos.simulator.report.summary import PART_LABELS
     from lumos.simulator.whatif.api import WhatIf, run_whatif
     from lumos.simulator.whatif.etset import write_etset
     from lumos.simulator.whatif.explain import explain as explain_dict
@@ -137,9 +138,7 @@ def whatif_command(
     b, p = res.base.iteration_time_ns, res.predicted.iteration_time_ns
     title = f"step: base {b / 1e6:.3f} ms -> predicted {p / 1e6:.3f} ms ({(p / b - 1) * 100 if b else 0:+.1f}%)"
     table = Table(title=title)
-    some = next(iter(base_bd.values()), None)
-    parts = list(some.parts()) if some is not None else []
-    for col in ("rank", "", "iteration", *(p.replace("_", " ") for p in parts)):
+    for col in ("rank", "", "GPU-incl.", *PART_LABELS.values()):
         table.add_column(col, justify="right")
     for rank in sorted(set(base_bd) | set(pred_bd)):
         for label, bd in (("base", base_bd.get(rank)), ("predicted", pred_bd.get(rank))):

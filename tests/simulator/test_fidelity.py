@@ -156,6 +156,8 @@ def test_gpu_backlog_at_step_start(tmp_path: Path) -> None:
     # like with like: CPU window vs ProfilerStep, GPU-inclusive vs the last recorded end
     assert (row.measured_ns, row.simulated_ns) == (100 * US, 100 * US)
     assert (row.measured_gpu_ns, row.simulated_gpu_ns) == (176 * US, 176 * US)
+    assert result.iteration_time_ns == 100 * US and result.gpu_inclusive_ns == 176 * US
+    assert result.to_json()["ranks"][0]["gpu_inclusive_ns"] == 176 * US
     # a GPU-bound step comes out GPU-bound: the GPU is busy the whole GPU-inclusive step
     parts = rank_breakdown(rank)
     assert parts.iteration_ns == 176 * US
