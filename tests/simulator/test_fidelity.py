@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from lumos.converters.pytorch.convert import convert
 from lumos.simulator.report.breakdown import rank_breakdown
@@ -15,9 +16,10 @@ from lumos.simulator.report.compare import compare
 from lumos.simulator.report.critical_path import critical_path
 from lumos.simulator.report.measured import read_measured
 from lumos.simulator.run import SimOptions, simulate
-from tests.conftest import DATA
+from tests.conftest import DATA, fixture_path
 from tests.simulator.fidelity_ets import US, Rank, write_ranks
 
+HTA = "HolisticTraceAnalysis/tests/data"
 CLOCK = 1_700_000_000_000_000_000  # a Kineto-like absolute step start (ns)
 
 
@@ -189,3 +191,24 @@ def test_breakdown_splits_exposed_comm_into_transfer_and_peer_wait(tmp_path: Pat
     assert rank0.peer_wait_ns == 15 * US and rank0.exposed_transfer_ns == 5 * US
     assert rank0.idle_ns == 0
     assert sum(rank0.parts().values()) == rank0.iteration_ns == 40 * US
+
+
+@pytest.mark.slow
+def test_gpu_work_outliving_the_loop_is_compared_like_with_like(tmp_path: Path) -> None:
+    """HTA rank 0 of a 16-rank A100 job: its ProfilerStep (the CPU loop) is 216.216 ms,
+    but the GPU runs until 374.462 ms (stream 7 waits on NCCL streams for peers that are
+    not in the fixture). The old step end (the last node) read +0.26%; the CPU window is
+    compared with the ProfilerStep, the GPU-inclusive step with the last recorded end.
+    Stream 7's first kernel starts 161.9 ms into the step, after its launch: a backlog."""
+    convert([fixture_path(f"{HTA}/negative_queue_length_values_check")], tmp_path, prefix="t")
+    prefix = tmp_path / "t"
+    result = simulate(prefix)
+    row = compare(result, read_measured(prefix)).ranks[0]
+    assert row.measured_ns == 216_216_000 and row.measured_gpu_ns == 374_462_000
+    assert row.error_pct is not None and abs(row.error_pct) < 0.01
+    # (its GPU-inclusive error, -42% today, is the cross-stream waits that have no edge:
+    # issue 9 item 5, converter side; docs/accuracy.md)
+    assert row.simulated_gpu_ns >= row.simulated_ns
+    rank = result.ranks[0]
+    stream7 = next(p for p, info in enumerate(rank.processors) if info.name == "stream 7")
+    assert rank.gpu_free_ns[stream7] == 161_947_000
