@@ -198,16 +198,17 @@ def test_gpu_work_outliving_the_loop_is_compared_like_with_like(tmp_path: Path) 
     """HTA rank 0 of a 16-rank A100 job: its ProfilerStep (the CPU loop) is 216.216 ms,
     but the GPU runs until 374.462 ms (stream 7 waits on NCCL streams for peers that are
     not in the fixture). The old step end (the last node) read +0.26%; the CPU window is
-    compared with the ProfilerStep, the GPU-inclusive step with the last recorded end.
+    compared with the ProfilerStep (−0.18% since the converter infers the cross-stream
+    waits), the GPU-inclusive step with the last recorded end.
     Stream 7's first kernel starts 161.9 ms into the step, after its launch: a backlog."""
     convert([fixture_path(f"{HTA}/negative_queue_length_values_check")], tmp_path, prefix="t")
     prefix = tmp_path / "t"
     result = simulate(prefix)
     row = compare(result, read_measured(prefix)).ranks[0]
     assert row.measured_ns == 216_216_000 and row.measured_gpu_ns == 374_462_000
-    assert row.error_pct is not None and abs(row.error_pct) < 0.01
-    # (its GPU-inclusive error, -42% today, is the cross-stream waits that have no edge:
-    # issue 9 item 5, converter side; docs/accuracy.md)
+    assert row.error_pct is not None and abs(row.error_pct) < 0.5
+    # (its GPU-inclusive error, 32% today, is compute that replay still runs early:
+    # see docs/accuracy.md)
     assert row.simulated_gpu_ns >= row.simulated_ns
     rank = result.ranks[0]
     stream7 = next(p for p, info in enumerate(rank.processors) if info.name == "stream 7")
