@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ def read_yaml(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(path.read_text())
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
     if not isinstance(data, dict):
@@ -48,15 +51,20 @@ def fields(
     return out
 
 
+def _finite(value: Any) -> bool:
+    """A real number (not bool, NaN or infinite: YAML's .nan/.inf are floats)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
 def positive(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ConfigError(f"{where} must be a positive number, got {value!r}")
+    if not _finite(value) or value <= 0:
+        raise ConfigError(f"{where} must be a positive finite number, got {value!r}")
     return float(value)
 
 
 def non_negative(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ConfigError(f"{where} must be a number >= 0, got {value!r}")
+    if not _finite(value) or value < 0:
+        raise ConfigError(f"{where} must be a finite number >= 0, got {value!r}")
     return float(value)
 
 

@@ -15,7 +15,6 @@ Heavy modules load on first call, so `import lumos` stays light.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -207,6 +206,7 @@ def convert(
     step: int | None = None,
     jobs: int = 1,
     min_link_rate: float | None = None,
+    allow_host_only: bool = False,
 ) -> Conversion:
     """Host ETs and/or Kineto traces of every rank -> `<output>/<prefix>.<rank>.et`.
 
@@ -219,7 +219,15 @@ def convert(
     paths = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
     rate = MIN_LINK_RATE if min_link_rate is None else min_link_rate
     out = Path(output)
-    raw = _convert(paths, out, prefix=prefix, step=step, jobs=jobs, min_link_rate=rate)
+    raw = _convert(
+        paths,
+        out,
+        prefix=prefix,
+        step=step,
+        jobs=jobs,
+        min_link_rate=rate,
+        allow_host_only=allow_host_only,
+    )
     return Conversion(raw, out)
 
 
@@ -236,20 +244,26 @@ def simulate(
     repair: bool = False,
     estimate_missing: bool = False,
     ablate_sync: bool = False,
+    allow_partial: bool = False,
 ) -> Simulation:
     """Simulate every rank of `trace` (folder, prefix, file or tar of .et files).
 
     `mode`: "replay" (recorded times), "model" (communication priced on `hw`), "astra"
     (ASTRA-sim compatible); default astra with ASTRA-sim configs, model with `hw`, else
-    replay. Raises SimulationError (e.g. nothing but missing durations in a replay),
-    ValidationError, ConfigError, TraceFormatError.
+    replay. The files must form the whole job (RankSetError otherwise) unless
+    `allow_partial`. Raises SimulationError (e.g. nothing but missing durations in a
+    replay), ValidationError, ConfigError, TraceFormatError.
     """
+    from lumos.converters.astra_sim.config_files import load_pg_ranks
     from lumos.converters.chakra.files import find_et_sources
+    from lumos.converters.chakra.rankset import check_rank_set
     from lumos.simulator.report.summary import build_report
     from lumos.simulator.run import Mode, SimOptions
     from lumos.simulator.run import simulate as _simulate
 
-    ranks = len(find_et_sources(trace))
+    sources = find_et_sources(trace)
+    partial = check_rank_set(sources, allow_partial=allow_partial)
+    ranks = len(sources)
     if mode is None:
         mode = "astra" if astra_sim_system else "model" if hw else "replay"
     options = SimOptions(
@@ -257,13 +271,14 @@ def simulate(
         pricer=_pricer(hw, astra_sim_system, astra_sim_network, ranks),
         fold=fold,
         ablate_sync=ablate_sync,
-        comm_groups=json.loads(Path(comm_groups).read_text()) if comm_groups else None,
+        comm_groups=load_pg_ranks(comm_groups) if comm_groups else None,
         repair=repair,
         align_ranks=align_ranks,
         cost_model=_cost_model(hw),
         estimate_missing=estimate_missing,
     )
     result = _simulate(trace, options)
+    result.notes[:0] = [f"simulated a partial set: {p}" for p in partial]
     return Simulation(result, build_report(result))
 
 
@@ -274,6 +289,7 @@ def compare(
     align_ranks: bool = True,
     repair: bool = False,
     ablate_sync: bool = False,
+    allow_partial: bool = False,
 ) -> Comparison:
     """Replay `trace` and put simulated and measured times side by side.
 
@@ -289,6 +305,7 @@ def compare(
         align_ranks=align_ranks,
         repair=repair,
         ablate_sync=ablate_sync,
+        allow_partial=allow_partial,
     )
     measured = read_measured(trace)
     return Comparison(_compare(sim.raw, measured), sim, measured)
@@ -307,11 +324,12 @@ def export_astra_sim(
     replay_unsupported_comms: bool = False,
     backend: str = "congestion-unaware",
     force: bool = False,
+    allow_partial: bool = False,
 ) -> Export:
     """Write an ASTRA-sim bundle for `trace` into `output` (pre-flighted; nothing is
     written on a problem). `backend`: the analytical backend the bundle is for
     ("congestion-unaware" or "congestion-aware"). Raises ExportError, ConfigError,
-    TraceFormatError."""
+    TraceFormatError, RankSetError (a partial set, unless `allow_partial`)."""
     from lumos.converters.astra_sim.export import ExportRequest
     from lumos.converters.astra_sim.export import export_astra_sim as _export
     from lumos.converters.astra_sim.workload import CpuGaps, ExportOptions
@@ -319,6 +337,10 @@ def export_astra_sim(
     def path(value: str | Path | None) -> Path | None:
         return None if value is None else Path(value)
 
+    from lumos.converters.chakra.files import find_et_sources
+    from lumos.converters.chakra.rankset import check_rank_set
+
+    check_rank_set(find_et_sources(trace), allow_partial=allow_partial)
     request = ExportRequest(
         target=str(trace),
         out_dir=Path(output),

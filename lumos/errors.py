@@ -53,6 +53,32 @@ class ExportError(LumosError):
     """An export bundle would not run in the target tool; names rank, node and the fix."""
 
 
+class RankSetError(ValidationError):
+    """The per-rank files of a trace do not form one complete set (missing, foreign or
+    mislabelled ranks, files of two different conversions)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__(problems, header="incomplete or inconsistent rank set")
+
+
+class OutputError(LumosError):
+    """An output cannot be written: full disk, read-only folder, a directory or device in
+    the way, a name that would leave the output folder. Names the path; nothing half
+    written is left behind."""
+
+
+class ResourceLimitError(LumosError):
+    """Input asks lumos to allocate more than a safety limit; names the limit and the
+    environment variable that raises it."""
+
+    def __init__(self, what: str, value: int, limit: int, env: str) -> None:
+        self.env = env
+        super().__init__(
+            f"{what} is {value:,}, above the limit of {limit:,} (raise it with {env}=N "
+            "if the input is genuine)"
+        )
+
+
 class MissingExtraError(LumosError):
     """An optional dependency is needed; names the extra to install."""
 

@@ -22,7 +22,14 @@ ROOTS = {
 }
 
 # package prefix -> lumos prefixes it may import (besides itself); the most specific wins.
-COMMON = ("lumos.errors", "lumos.progress", "lumos.__version__")
+COMMON = (
+    "lumos.errors",
+    "lumos.progress",
+    "lumos.__version__",
+    "lumos.limits",
+    "lumos.outputs",
+    "lumos.staging",
+)
 ALLOWED: dict[str, tuple[str, ...]] = {
     "lumos.proto": (),
     "lumos.hwconfigs": ("lumos.errors",),
@@ -62,6 +69,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     ),
     "lumos.errors": (),
     "lumos.progress": (),
+    "lumos.limits": (),
+    "lumos.outputs": (),
+    "lumos.staging": ("lumos.outputs",),
     "lumos.version": (),
 }
 

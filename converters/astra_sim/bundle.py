@@ -8,8 +8,8 @@ refused export never leaves a partial bundle behind.
 
 from __future__ import annotations
 
+import os
 import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +31,10 @@ from lumos.converters.astra_sim.run_script import WORKLOAD_DIR, run_script
 from lumos.converters.chakra.stream import write_et
 from lumos.errors import ExportError
 from lumos.proto import pb
+from lumos.staging import staging_dir
+
+#: Marks a folder as a bundle lumos wrote: `--force` replaces only such folders.
+MARKER = ".lumos-bundle"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,14 +60,20 @@ def write_bundle(
     """Write, pre-flight and move a bundle into `out_dir`; returns the pre-flight report.
 
     Raises ExportError (and leaves nothing behind) if the pre-flight fails, or if
-    `out_dir` exists and `force` is not set.
+    `out_dir` exists and `force` is not set, or is set but `out_dir` is not a bundle
+    lumos wrote (no `MARKER` file): --force never deletes a folder of the user's.
     """
-    target = Path(out_dir)
+    target = Path(os.path.realpath(out_dir))
     if target.exists() and not force:
-        raise ExportError(f"{target} exists; pass --force to replace it")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        raise ExportError(f"{out_dir} exists; pass --force to replace it")
+    if target.exists() and not (target / MARKER).is_file():
+        raise ExportError(
+            f"{out_dir} exists and is not a bundle lumos wrote (no {MARKER} in it); "
+            "refusing to delete it, even with --force: choose another -o"
+        )
+    tmp = staging_dir(target)
     try:
+        (tmp / MARKER).write_text("written by lumos export astra-sim; --force may replace it\n")
         _write_files(tmp, files)
         report = preflight_bundle(tmp)
         (tmp / "README.md").write_text(readme(report))

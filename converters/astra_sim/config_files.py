@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 from collections.abc import Mapping, Sequence
 from enum import Enum
 from pathlib import Path
@@ -33,6 +34,7 @@ from lumos.converters.astra_sim.config import (
     SchedulingPolicy,
 )
 from lumos.errors import ConfigError
+from lumos.limits import MAX_CHUNKS, MAX_RANKS
 
 
 def _unknown_key_error(source: str, key: str, known: Sequence[str], what: str) -> ConfigError:
@@ -51,8 +53,13 @@ def _enum(source: str, key: str, value: Any, enum: type[Enum]) -> Any:
     raise ConfigError(f"{source}: {key} = {value!r} is not one of {choices}{hint}")
 
 
+def _finite(value: Any) -> bool:
+    """A real number: not bool, NaN or infinite (Python's JSON reader accepts NaN)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
 def _int(source: str, key: str, value: Any, *, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+    if not _finite(value) or value != int(value):
         raise ConfigError(f"{source}: {key} must be an integer, got {value!r}")
     if int(value) < minimum:
         raise ConfigError(f"{source}: {key} must be >= {minimum}, got {value!r}")
@@ -60,8 +67,8 @@ def _int(source: str, key: str, value: Any, *, minimum: int) -> int:
 
 
 def _number(source: str, key: str, value: Any, *, positive: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{source}: {key} must be a number, got {value!r}")
+    if not _finite(value):
+        raise ConfigError(f"{source}: {key} must be a finite number, got {value!r}")
     if positive and value <= 0:
         raise ConfigError(f"{source}: {key} must be > 0, got {value!r}")
     if value < 0:
@@ -107,11 +114,18 @@ def system_from_dict(data: Mapping[str, Any], source: str = "<system>") -> Astra
             source, "scheduling-policy", data["scheduling-policy"], SchedulingPolicy
         ),
         endpoint_delay_ns=_int(source, "endpoint-delay", data["endpoint-delay"], minimum=0),
-        active_chunks_per_dimension=_int(
-            source, "active-chunks-per-dimension", data["active-chunks-per-dimension"], minimum=1
+        active_chunks_per_dimension=MAX_CHUNKS.check(
+            _int(
+                source,
+                "active-chunks-per-dimension",
+                data["active-chunks-per-dimension"],
+                minimum=1,
+            ),
+            f"{source}: active-chunks-per-dimension",
         ),
-        preferred_dataset_splits=_int(
-            source, "preferred-dataset-splits", data["preferred-dataset-splits"], minimum=1
+        preferred_dataset_splits=MAX_CHUNKS.check(
+            _int(source, "preferred-dataset-splits", data["preferred-dataset-splits"], minimum=1),
+            f"{source}: preferred-dataset-splits",
         ),
         collective_optimization=_enum(
             source,
@@ -150,6 +164,7 @@ def network_from_dict(data: Mapping[str, Any], source: str = "<network>") -> Ast
         )
     topology = tuple(_enum(source, "topology", t, AstraTopology) for t in lists["topology"])
     counts = tuple(_int(source, "npus_count", n, minimum=1) for n in lists["npus_count"])
+    MAX_RANKS.check(math.prod(counts), f"{source}: npus (product of npus_count)")
     for topo, n in zip(topology, counts, strict=True):
         if topo is AstraTopology.RING and n < 2:
             raise ConfigError(f"{source}: a Ring dimension needs npus_count >= 2, got {n}")
@@ -204,6 +219,8 @@ def _read_json(path: str | Path) -> Any:
         return json.loads(Path(path).read_text())
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: invalid JSON: {exc}") from exc
 
@@ -219,6 +236,8 @@ def load_astra_network(path: str | Path) -> AstraNetworkConfig:
         data = yaml.safe_load(Path(path).read_text())
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
     return network_from_dict(data, str(path))
@@ -255,3 +274,20 @@ def dump_astra_memory(config: AstraMemoryConfig, path: str | Path) -> None:
 def dump_astra_comm_groups(config: AstraCommGroups, path: str | Path) -> None:
     """Write the communicator-group JSON."""
     Path(path).write_text(json.dumps(config.to_dict(), indent=4) + "\n")
+
+
+def load_pg_ranks(path: str | Path) -> dict[str, list[int]]:
+    """A comm-group JSON as the simulator takes it: `{"<pg_name or id>": [ranks], ...}`.
+
+    Raises ConfigError naming the file if it is not an object of non-negative rank lists.
+    """
+    data = _read_json(path)
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{path}: expected an object {{group id: [ranks]}}, got a {type(data).__name__}"
+        )
+    for key, ranks in data.items():
+        if not (isinstance(ranks, list) and all(type(r) is int and r >= 0 for r in ranks)):
+            raise ConfigError(f"{path}: group {key!r} must be a list of ranks, got {ranks!r:.60}")
+        MAX_RANKS.check(len(ranks), f"{path}: group {key!r} size")
+    return data

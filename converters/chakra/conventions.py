@@ -141,13 +141,33 @@ META_STEP_NS = "measured_step_ns"
 META_STEP_START_NS = "step_start_ns"
 META_SOURCE = "source"
 META_PRODUCER = "producer"
+META_NODE_COUNT = "node_count"
+META_SET_ID = "set_id"
 # what-if (lumos.simulator.whatif) ---------------------------------------------------------
 META_WHATIF_FIT = "whatif_fit"
 META_WHATIF_SHAPES_TP = "whatif_shapes_tp"
 
 META_ATTRS: tuple[AttrSpec, ...] = (
-    AttrSpec(META_RANK, "int64_val", "global rank of this file"),
-    AttrSpec(META_WORLD_SIZE, "int64_val", "number of ranks in the job"),
+    AttrSpec(
+        META_RANK,
+        "int64_val",
+        "global rank of this file; must equal the rank in the file name (<prefix>.<rank>.et)",
+    ),
+    AttrSpec(
+        META_WORLD_SIZE,
+        "int64_val",
+        "number of ranks in the job: readers refuse a set that lacks any of ranks 0..world_size-1",
+    ),
+    AttrSpec(
+        META_NODE_COUNT,
+        "int64_val",
+        "number of Node messages in the file; a file holding fewer was cut short and is refused",
+    ),
+    AttrSpec(
+        META_SET_ID,
+        "string_val",
+        "id shared by the files of one conversion; a set mixing two ids holds stale ranks",
+    ),
     AttrSpec(
         META_PROCESS_GROUPS,
         "string_val",

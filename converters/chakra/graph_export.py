@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TextIO
+from typing import IO
 
 import networkx as nx
 
@@ -53,18 +53,18 @@ def _dot_quote(text: object) -> str:
     return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def write_dot(graph: nx.DiGraph, out: TextIO) -> None:
-    """Write Graphviz DOT (no pydot needed); ctrl edges dashed."""
-    out.write("digraph chakra {\n  node [shape=box, fontsize=10];\n")
+def write_dot(graph: nx.DiGraph, out: IO[bytes]) -> None:
+    """Write Graphviz DOT (UTF-8, no pydot needed) to a binary stream; ctrl edges dashed."""
+    out.write(b"digraph chakra {\n  node [shape=box, fontsize=10];\n")
     for key, data in graph.nodes(data=True):
         label = f"{data.get('label', key)}\\n{data.get('type', '')}"
-        out.write(f"  {_dot_quote(key)} [label={_dot_quote(label)}];\n")
+        out.write(f"  {_dot_quote(key)} [label={_dot_quote(label)}];\n".encode())
     for a, b, data in graph.edges(data=True):
         style = " [style=dashed]" if data.get("kind") == "ctrl" else ""
-        out.write(f"  {_dot_quote(a)} -> {_dot_quote(b)}{style};\n")
-    out.write("}\n")
+        out.write(f"  {_dot_quote(a)} -> {_dot_quote(b)}{style};\n".encode())
+    out.write(b"}\n")
 
 
-def write_graphml(graph: nx.DiGraph, path: str) -> None:
-    """Write GraphML through networkx."""
-    nx.write_graphml(graph, path)
+def write_graphml(graph: nx.DiGraph, out: IO[bytes]) -> None:
+    """Write GraphML through networkx to a binary stream."""
+    nx.write_graphml(graph, out)

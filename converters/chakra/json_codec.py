@@ -9,15 +9,16 @@ proto3 JSON mapping (strings), so converting back reproduces the file byte for b
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import orjson
 from google.protobuf import json_format
 
+from lumos.converters.chakra.compressed import open_file
 from lumos.converters.chakra.files import EtSource
-from lumos.converters.chakra.stream import EtWriter
+from lumos.converters.chakra.stream import EtWriter, declared_count, with_node_count
 from lumos.errors import TraceFormatError
 from lumos.proto import pb
 
@@ -47,21 +48,21 @@ def write_json(source: EtSource, out: IO[bytes], *, lines: bool) -> int:
     return count
 
 
-def _iter_json_doc(path: str) -> Iterator[dict[str, Any]]:
-    with open(path, "rb") as f:
+def _iter_json_doc(path: str) -> Iterator[Any]:
+    with open_file(path) as f:
         data = f.read()
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise TraceFormatError(path, f"invalid JSON: {exc}") from None
-    if not isinstance(doc, dict) or "metadata" not in doc or "nodes" not in doc:
+    if not isinstance(doc, dict) or "metadata" not in doc or not isinstance(doc.get("nodes"), list):
         raise TraceFormatError(path, 'expected {"metadata": {...}, "nodes": [...]}')
     yield doc["metadata"]
     yield from doc["nodes"]
 
 
-def _iter_json_lines(path: str) -> Iterator[dict[str, Any]]:
-    with open(path, "rb") as f:
+def _iter_json_lines(path: str) -> Iterator[Any]:
+    with open_file(path) as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -72,7 +73,7 @@ def _iter_json_lines(path: str) -> Iterator[dict[str, Any]]:
                     path, f"invalid JSON: {exc}", where=f"line {lineno}"
                 ) from None
             if lineno == 1:
-                if "metadata" not in obj:
+                if not isinstance(obj, dict) or "metadata" not in obj:
                     raise TraceFormatError(
                         path, 'first line must be {"metadata": {...}}', where="line 1"
                     )
@@ -85,16 +86,30 @@ def json_to_et(path: str | os.PathLike[str], out: str | os.PathLike[str]) -> int
     name = str(path)
     items = _iter_json_lines(name) if name.endswith(".jsonl") else _iter_json_doc(name)
     meta = pb.GlobalMetadata()
-    try:
-        json_format.ParseDict(next(items), meta)
-    except (json_format.ParseError, StopIteration) as exc:
-        raise TraceFormatError(name, f"bad metadata: {exc}") from None
+    first = next(items, None)
+    if not isinstance(first, dict):
+        raise TraceFormatError(name, f"bad metadata: expected an object, got {first!r:.60}")
+    _parse(first, meta, name, "metadata")
+    nodes: Iterable[pb.Node] = (
+        _parse(obj, pb.Node(), name, f"node #{index}") for index, obj in enumerate(items)
+    )
+    if declared_count(meta) is not None:  # nodes may have been edited: state the new count
+        nodes = list(nodes)
+        meta = with_node_count(meta, len(nodes))
     with EtWriter(Path(out), meta) as writer:
-        for index, obj in enumerate(items):
-            node = pb.Node()
-            try:
-                json_format.ParseDict(obj, node)
-            except json_format.ParseError as exc:
-                raise TraceFormatError(name, f"bad node: {exc}", where=f"node #{index}") from None
-            writer.write(node)
+        writer.write_all(nodes)
         return writer.count
+
+
+_M = TypeVar("_M", pb.Node, pb.GlobalMetadata)
+
+
+def _parse(obj: object, message: _M, name: str, where: str) -> _M:
+    """`obj` into `message`. Raises TraceFormatError naming the file and the item."""
+    if not isinstance(obj, dict):
+        raise TraceFormatError(name, f"expected an object, got {obj!r:.60}", where=where)
+    try:
+        json_format.ParseDict(obj, message)
+    except (json_format.ParseError, TypeError, ValueError, AttributeError) as exc:
+        raise TraceFormatError(name, f"bad {where.split(' ')[0]}: {exc}", where=where) from None
+    return message

@@ -10,45 +10,32 @@ the node id and the node name, so it can be found and fixed.
 
 from __future__ import annotations
 
-import enum
 from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from lumos.converters.chakra.attrs import STANDARD_FIELDS, attr_field, attr_value
 from lumos.converters.chakra.dag import blocked_nodes, one_cycle
 from lumos.converters.chakra.files import EtSource
-from lumos.errors import TraceFormatError
+from lumos.converters.chakra.node_rules import (
+    P2P_TYPES,
+    Problem,
+    Severity,
+    check_attrs,
+    check_comm,
+    check_metadata,
+)
+from lumos.converters.chakra.rankset import RankHeader, header_of, rank_set_problems
+from lumos.errors import LumosError
 from lumos.proto import pb
 
-COMM_TYPES = set(pb.CollectiveCommType.values())
-P2P_TYPES = (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)
 #: Collective signature as compared across ranks: (comm_type, comm_size).
 Signature = tuple[int, int | None]
 
-
-class Severity(enum.Enum):
-    ERROR = "error"
-    WARNING = "warning"
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One rule broken by one node (or file)."""
-
-    code: str
-    severity: Severity
-    path: str
-    message: str
-    node_id: int | None = None
-    node_name: str | None = None
-
-    def __str__(self) -> str:
-        where = "" if self.node_id is None else f" node {self.node_id} {self.node_name!r}:"
-        return f"{self.path}:{where} {self.message} [{self.code}]"
+__all__ = ["FileCheck", "Problem", "Severity", "ValidationReport", "check_file", "validate_sources"]
 
 
 @dataclass(slots=True)
@@ -60,6 +47,8 @@ class FileCheck:
     problems: list[Problem] = field(default_factory=list)
     #: pg_name -> the collectives this rank issued in that group, in file order.
     collectives: dict[str, list[tuple[int, str, Signature]]] = field(default_factory=dict)
+    header: RankHeader | None = None
+    groups: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -78,52 +67,11 @@ class ValidationReport:
         return [p for p in self.problems if p.severity is Severity.ERROR]
 
 
-def _check_attrs(node: pb.Node, path: str, out: list[Problem]) -> dict[str, object]:
-    values: dict[str, object] = {}
-    for attr in node.attr:
-        which = attr_field(attr)
-        values[attr.name] = attr_value(attr)
-        want = STANDARD_FIELDS.get(attr.name)
-        if want is not None and which is not None and which != want:
-            out.append(
-                Problem(
-                    "attr-type",
-                    Severity.ERROR,
-                    path,
-                    f"attribute {attr.name!r} is {which}; readers expect {want}"
-                    + (" (ASTRA-sim reads it as 0)" if attr.name == "comm_size" else ""),
-                    node.id,
-                    node.name,
-                )
-            )
-    return values
+def check_file(source: EtSource, world: int | None = None) -> FileCheck:
+    """Validate one rank's file, streaming its nodes once.
 
-
-def _check_comm(node: pb.Node, attrs: dict[str, object], path: str, out: list[Problem]) -> None:
-    def bad(code: str, msg: str) -> None:
-        out.append(Problem(code, Severity.ERROR, path, msg, node.id, node.name))
-
-    if attrs.get("is_cpu_op") is True:
-        bad("comm-cpu", "communication node has is_cpu_op=true (ASTRA-sim rejects it)")
-    if node.type == pb.COMM_COLL_NODE:
-        comm_type = attrs.get("comm_type")
-        if comm_type is None:
-            bad("comm-type-missing", "collective without comm_type")
-        elif comm_type not in COMM_TYPES:
-            bad("comm-type-unknown", f"comm_type {comm_type} is not a CollectiveCommType")
-    if "comm_size" not in attrs:
-        bad("comm-size-missing", "communication node without comm_size (bytes)")
-    # A send names its destination, a receive its source (the other end is this rank).
-    if node.type == pb.COMM_SEND_NODE and "comm_dst" not in attrs:
-        bad("p2p-peer-missing", "send without comm_dst")
-    if node.type == pb.COMM_RECV_NODE and "comm_src" not in attrs:
-        bad("p2p-peer-missing", "receive without comm_src")
-    if node.type in P2P_TYPES and "comm_tag" not in attrs:
-        bad("p2p-peer-missing", "send/recv without comm_tag (ASTRA-sim matches on it)")
-
-
-def check_file(source: EtSource) -> FileCheck:
-    """Validate one rank's file, streaming its nodes once."""
+    `world` (the job's rank count) bounds peer ranks when the metadata does not say it.
+    """
     check = FileCheck(source)
     path = source.path
     problems = check.problems
@@ -132,6 +80,9 @@ def check_file(source: EtSource) -> FileCheck:
     dep_to = array("Q")  # dependency id
     names: list[str] = []
     with source.open() as reader:
+        check.header = header_of(source, reader.metadata)
+        check.groups = check_metadata(reader.metadata, path, problems)
+        world = check.header.world_size or world
         for index, node in enumerate(reader):
             if node.ByteSize() == 0:
                 problems.append(
@@ -150,9 +101,9 @@ def check_file(source: EtSource) -> FileCheck:
             for dep in node.ctrl_deps:
                 dep_from.append(index)
                 dep_to.append(dep)
-            attrs = _check_attrs(node, path, problems)
+            attrs = check_attrs(node, path, problems)
             if node.type in (pb.COMM_COLL_NODE, *P2P_TYPES):
-                _check_comm(node, attrs, path, problems)
+                check_comm(node, attrs, path, world, problems)
             if node.type == pb.COMM_COLL_NODE:
                 group = str(attrs.get("pg_name", "") or "")
                 size = attrs.get("comm_size")
@@ -304,14 +255,51 @@ def check_cross_rank(checks: Sequence[FileCheck]) -> list[Problem]:
     return out
 
 
-def validate_sources(sources: Iterable[EtSource]) -> ValidationReport:
-    """Validate every rank's file, then the cross-rank collective sequences."""
+def validate_sources(
+    sources: Iterable[EtSource], *, allow_partial: bool = False
+) -> ValidationReport:
+    """Validate every rank's file, then the rank set and the cross-rank collective sequences.
+
+    Missing ranks are errors unless `allow_partial` (then warnings).
+    """
     files = []
-    for source in sources:
+    listed = list(sources)
+    world = max((s.rank for s in listed), default=-1) + 1
+    for source in listed:
         try:
-            files.append(check_file(source))
-        except TraceFormatError as exc:
+            files.append(check_file(source, world))
+        except LumosError as exc:
             fc = FileCheck(source)
             fc.problems.append(Problem("unreadable", Severity.ERROR, source.path, str(exc)))
             files.append(fc)
-    return ValidationReport(files, check_cross_rank(files))
+    cross = _rank_set(files, allow_partial) + _same_members(files)
+    return ValidationReport(files, cross + check_cross_rank(files))
+
+
+def _rank_set(files: list[FileCheck], allow_partial: bool) -> list[Problem]:
+    headers = [f.header or RankHeader(f.source, None, None, None) for f in files]
+    errors, missing = rank_set_problems(headers)
+    where = files[0].source.path if files else ""
+    out = [Problem("rank-set", Severity.ERROR, where, e) for e in errors]
+    severity = Severity.WARNING if allow_partial else Severity.ERROR
+    return out + [Problem("rank-missing", severity, where, m) for m in missing]
+
+
+def _same_members(files: list[FileCheck]) -> list[Problem]:
+    """Two process groups with the same members are two communicators, yet a simulator
+    that matches collectives by members takes them for one (warning)."""
+    by_members: dict[tuple[int, ...], set[str]] = defaultdict(set)
+    for f in files:
+        for name, ranks in f.groups.items():
+            by_members[tuple(sorted(ranks))].add(name)
+    return [
+        Problem(
+            "pg-same-members",
+            Severity.WARNING,
+            files[0].source.path,
+            f"process groups {sorted(names)} have the same members {list(members)[:8]}; "
+            "their collectives are matched by group name here, by members in simulation",
+        )
+        for members, names in by_members.items()
+        if len(names) > 1 and len(members) > 1
+    ]

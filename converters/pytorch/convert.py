@@ -4,6 +4,12 @@ Inputs are classified by their header (host ET or Kineto), given a rank (Kineto'
 `distributedInfo`, else the file name), paired per rank, then each rank is loaded,
 linked, built and written in turn, so only one rank's trace is in memory at a time.
 After all ranks, every process group's collective sequence is compared across ranks.
+
+The set appears all at once (`publish`): ranks are written into a staging folder that
+replaces the output only when every rank is done, and rank files of an earlier
+conversion with the same prefix are removed, so a killed run leaves no partial set and
+stale ranks never mix in. Each file states its rank, the world size, its node count
+and the conversion's `set_id`.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from typing import Any
 import numpy as np
 
 from lumos import __version__
+from lumos.converters.chakra import conventions as cv
+from lumos.converters.chakra.attrs import make_attr
 from lumos.converters.pytorch import forked
 from lumos.converters.pytorch.comm import CommRecord, check_sequences, groups_from
 from lumos.converters.pytorch.comm_tasks import CommContext
@@ -31,15 +39,18 @@ from lumos.converters.pytorch.exec_graph import build_tasks, cpu_segments
 from lumos.converters.pytorch.flatten import Segments
 from lumos.converters.pytorch.host_et import HostTrace, load_host_et
 from lumos.converters.pytorch.host_graph import build_host_tasks
-from lumos.converters.pytorch.inputs import RankInputs, plan
+from lumos.converters.pytorch.inputs import RankInputs, check_coverage, plan
 from lumos.converters.pytorch.json_stream import TraceFile
 from lumos.converters.pytorch.kineto import KinetoTrace, load_kineto
 from lumos.converters.pytorch.link import LinkReport, link
+from lumos.converters.pytorch.publish import publish, set_id_of, stage_for
 from lumos.converters.pytorch.steps import StepInfo, StepWindow, choose_step
 from lumos.converters.pytorch.tasks import TaskKind, TaskTable, finalize
 from lumos.converters.pytorch.writer import NodeSource, metadata, write_et_file
 from lumos.errors import LinkError, TraceFormatError
+from lumos.limits import MAX_RANKS
 from lumos.progress import report
+from lumos.staging import remove_tree, safe_name
 
 log = logging.getLogger(__name__)
 
@@ -109,15 +120,19 @@ def convert(
     on_rank: Callable[[RankSummary], None] | None = None,
     jobs: int = 1,
     min_link_rate: float = MIN_LINK_RATE,
+    allow_host_only: bool = False,
 ) -> ConvertResult:
     """Convert every rank's traces and write `<out_dir>/<prefix>.<rank>.et`.
 
     `jobs` > 1 converts that many ranks at once in worker processes (each then runs on
     one core); with 1, ranks go one after another and a big rank uses two processes.
-
     Raises LinkError when a rank's host ET links fewer than `min_link_rate` of its ops
-    to its Kineto trace (0 accepts any rate), before that rank's file is written.
+    to its Kineto trace (0 accepts any rate), before that rank's file is written, and
+    if Kineto traces cover only some ranks (unless `allow_host_only`:
+    those ranks' durations are then estimated, and counted in `problems`),
+    OutputError if the set cannot be written (nothing is then changed in `out_dir`).
     """
+    safe_name(prefix)
     inputs = plan(paths)
     report("convert", 0, len(inputs), "ranks")
     log.info(
@@ -130,18 +145,27 @@ def convert(
         ),
     )
     world = max([i.world_size for i in inputs] + [max(i.rank for i in inputs) + 1])
+    MAX_RANKS.check(world)
     result = ConvertResult()
+    result.problems += check_coverage(inputs, allow_host_only)
     records: list[CommRecord] = []
     all_groups: dict[str, tuple[int, ...]] = {}
-    ranks = _each_rank(inputs, world, Path(out_dir), prefix, step, jobs, min_link_rate)
-    for summary, recs, groups in ranks:
-        result.ranks.append(summary)
-        records += recs
-        all_groups.update(groups)
-        report("convert", len(result.ranks), len(inputs), "ranks")
-        log.info("rank %d: %d nodes -> %s", summary.rank, summary.nodes, summary.path)
-        if on_rank is not None:
-            on_rank(summary)
+    out = Path(out_dir)
+    stage = stage_for(out)
+    job = _Job(world, stage, prefix, step, set_id_of(inputs, world, step, prefix), min_link_rate)
+    try:
+        for summary, recs, groups in _each_rank(inputs, job, jobs):
+            summary.path = str(out / Path(summary.path).name)
+            result.ranks.append(summary)
+            records += recs
+            all_groups.update(groups)
+            report("convert", len(result.ranks), len(inputs), "ranks")
+            log.info("rank %d: %d nodes -> %s", summary.rank, summary.nodes, summary.path)
+            if on_rank is not None:
+                on_rank(summary)
+        publish(stage, out, prefix)
+    finally:
+        remove_tree(stage)
     if len(inputs) > 1:
         from lumos.converters.pytorch.comm import ProcessGroup
 
@@ -150,49 +174,55 @@ def convert(
     return result
 
 
+@dataclass(frozen=True, slots=True)
+class _Job:
+    """What every rank of one conversion shares."""
+
+    world: int
+    out_dir: Path
+    prefix: str
+    step: int | None
+    set_id: str
+    min_link_rate: float = MIN_LINK_RATE
+
+
 _RankResult = tuple["RankSummary", list[CommRecord], dict[str, tuple[int, ...]]]
 
 
-def _each_rank(
-    inputs: list[RankInputs],
-    world: int,
-    out: Path,
-    prefix: str,
-    step: int | None,
-    jobs: int,
-    min_link_rate: float,
-) -> Iterator[_RankResult]:
-    """Every rank's result, in rank order."""
+def _each_rank(inputs: list[RankInputs], job: _Job, jobs: int) -> Iterator[_RankResult]:
+    """Every rank's result, in rank order.
+
+    Pool workers die with this process; an error or interrupt here kills them at once
+    instead of waiting for the ranks they are converting.
+    """
     if jobs <= 1 or len(inputs) < 2 or not forked.available():
         for item in inputs:
-            yield convert_rank(item, world, out, prefix, step, True, min_link_rate)
+            yield convert_rank(item, job)
         return
     ctx = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=min(jobs, len(inputs)), mp_context=ctx) as pool:
-        futures = [
-            pool.submit(convert_rank, item, world, out, prefix, step, False, min_link_rate)
-            for item in inputs
-        ]
+    pool = ProcessPoolExecutor(
+        max_workers=min(jobs, len(inputs)), mp_context=ctx, initializer=forked.die_with_parent
+    )
+    try:
+        futures = [pool.submit(convert_rank, item, job, False) for item in inputs]
         for future in futures:
             yield future.result()
+    except BaseException:
+        forked.kill_pool(pool)
+        raise
+    pool.shutdown()
 
 
 def convert_rank(
-    item: RankInputs,
-    world: int,
-    out_dir: Path,
-    prefix: str,
-    step: int | None,
-    parallel: bool = True,
-    min_link_rate: float = MIN_LINK_RATE,
+    item: RankInputs, job: _Job, parallel: bool = True
 ) -> tuple[RankSummary, list[CommRecord], dict[str, tuple[int, ...]]]:
     """Convert one rank; returns its summary, its comm records and its process groups.
 
     With `parallel`, a big rank uses a second process (Kineto load, half the encoding).
-    Raises LinkError when the link rate is below `min_link_rate` (nothing written).
+    Raises LinkError when the link rate is below the job's `min_link_rate` (nothing written).
     """
     with _gc_paused():
-        return _convert_rank(item, world, out_dir, prefix, step, parallel, min_link_rate)
+        return _convert_rank(item, job, parallel)
 
 
 def _trim() -> None:
@@ -236,21 +266,21 @@ def _kineto_side(source: TraceFile, step: int | None) -> tuple[KinetoTrace, Step
 
 
 def _convert_rank(
-    item: RankInputs,
-    world: int,
-    out_dir: Path,
-    prefix: str,
-    step: int | None,
-    parallel: bool,
-    min_link_rate: float,
+    item: RankInputs, job: _Job, parallel: bool
 ) -> tuple[RankSummary, list[CommRecord], dict[str, tuple[int, ...]]]:
+    world, step = job.world, job.step
     sources = [f.path for f in (item.host, item.kineto) if f is not None]
     big = _json_bytes(item.host) + _json_bytes(item.kineto) >= PARALLEL_MIN_BYTES
     split = parallel and big and forked.available()
     pending = None
     if split and item.host is not None and item.kineto is not None:
         pending = forked.start(_kineto_side, item.kineto, step)
-    host: HostTrace | None = load_host_et(item.host) if item.host else None
+    try:
+        host: HostTrace | None = load_host_et(item.host) if item.host else None
+    except BaseException:
+        if pending is not None:
+            pending.kill()
+        raise
     report = None
     trace = None
     if item.kineto is not None:
@@ -264,7 +294,7 @@ def _convert_rank(
         if host is not None:
             linked = link(host, trace)
             host_row, report = linked.host_row, linked.report
-            check_link_rate(item.rank, sources, report, min_link_rate)
+            check_link_rate(item.rank, sources, report, job.min_link_rate)
         ctx = CommContext(item.rank, world, groups, host)
         table = build_tasks(trace, window, host_row, ctx, segs)
         step_start, step_name = window.start, window.name
@@ -284,7 +314,7 @@ def _convert_rank(
         )
     finalize(table, step_start)
     _trim()
-    path = out_dir / f"{prefix}.{item.rank}.et"
+    path = job.out_dir / f"{job.prefix}.{item.rank}.et"
     # The step's absolute start on the Kineto clock lets the simulator align ranks that
     # entered the step at different times (host-ET-only input has no common clock).
     meta = metadata(
@@ -295,6 +325,9 @@ def _convert_rank(
         sources,
         f"lumos {__version__}",
         step_start_ns=step_start if trace is not None else None,
+    )
+    meta.attr.extend(
+        [make_attr(cv.META_NODE_COUNT, len(table)), make_attr(cv.META_SET_ID, job.set_id)]
     )
     write_et_file(path, meta, NodeSource(table, step_start, estimated, trace, host), split)
     summary = _summary(item.rank, str(path), table, step_name, step_ns, report, sources)

@@ -5,13 +5,21 @@ result (or exception) back through a pipe; `Forked.result()` waits for it. The c
 sees the parent's memory as it was at the fork (copy-on-write), so nothing has to be
 sent to it. `available()` says whether fork can be used here; callers fall back to
 running `fn` in-process otherwise.
+
+A child never outlives its parent: it asks the kernel for SIGKILL when the parent dies
+(`die_with_parent`, Linux), closes its copy of the pipe's read end (else a child whose
+parent was killed blocks forever writing into a pipe only it can read), and ignores
+Ctrl-C, which the parent handles by killing it. Pool workers call `die_with_parent` too.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import multiprocessing
 import os
 import pickle
+import signal
 import sys
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -22,7 +30,24 @@ def available() -> bool:
     return (os.cpu_count() or 1) >= 2 and "fork" in multiprocessing.get_all_start_methods()
 
 
-def _child(conn: Connection, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """In a child process: be killed with the parent, and leave Ctrl-C to the parent."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _child(
+    conn: Connection, other: Connection, fn: Callable[..., Any], args: tuple[Any, ...]
+) -> None:
+    die_with_parent()
+    other.close()
     try:
         payload = pickle.dumps(("ok", fn(*args)), protocol=pickle.HIGHEST_PROTOCOL)
     except BaseException as exc:
@@ -48,17 +73,23 @@ class Forked:
     def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
         ctx = multiprocessing.get_context("fork")
         self._recv, send = ctx.Pipe(duplex=False)
-        self._proc = ctx.Process(target=_child, args=(send, fn, args), daemon=True)
+        self._proc = ctx.Process(target=_child, args=(send, self._recv, fn, args), daemon=True)
         self._proc.start()
         send.close()
 
     def result(self) -> Any:
-        """The function's return value; its exception is raised here."""
+        """The function's return value; its exception is raised here.
+
+        Raises RuntimeError if the child died; an interrupt kills the child first.
+        """
         try:
             payload = self._recv.recv_bytes()
         except EOFError:
             self._proc.join()
             raise RuntimeError(f"worker process died (exit code {self._proc.exitcode})") from None
+        except BaseException:
+            self.kill()
+            raise
         finally:
             self._recv.close()
         self._proc.join()
@@ -67,6 +98,21 @@ class Forked:
             raise _rebuild(*value)
         return value
 
+    def kill(self) -> None:
+        """Stop the child now (on an error or interrupt in the parent)."""
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            self._proc.kill()
+            self._proc.join(5)
+
 
 def start(fn: Callable[..., Any], *args: Any) -> Forked:
     return Forked(fn, args)
+
+
+def kill_pool(pool: Any) -> None:
+    """Stop a ProcessPoolExecutor's workers now instead of waiting for their tasks."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())  # no public handle
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            proc.kill()

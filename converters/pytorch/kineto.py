@@ -222,6 +222,17 @@ class _Columns:
         return info
 
     def add_batch(self, batch: list[Any]) -> None:
+        """Append a batch of raw events. Raises TraceFormatError naming a malformed event
+        (a name or category that is not a string, args that are not an object)."""
+        try:
+            self._add_batch(batch)
+        except (TypeError, AttributeError) as exc:
+            index, reason = _malformed(batch)
+            raise TraceFormatError(
+                self.path, reason or f"malformed event: {exc}", where=f"event #{index} of a batch"
+            ) from None
+
+    def _add_batch(self, batch: list[Any]) -> None:
         rows: list[tuple[Any, ...]] = []
         ts: list[Any] = []
         dur: list[Any] = []
@@ -287,7 +298,7 @@ class _Columns:
     def _times(self, values: list[Any], field: str, rows: list[tuple[Any, ...]]) -> np.ndarray:
         """µs → ns; a value that is not a number is an error naming the event."""
         try:
-            return ns_array(values)
+            out = ns_array(values)
         except BadNumber as exc:
             name = self.names[rows[exc.index][1]]
             index = self.count - len(rows) + exc.index
@@ -296,6 +307,14 @@ class _Columns:
                 f"event {name!r}: {field!r} is {exc.value!r}, not a number of µs",
                 where=f"complete event #{index}",
             ) from None
+        if field == "dur" and len(out) and int(out.min()) < 0:
+            k = int(out.argmin())
+            raise TraceFormatError(
+                self.path,
+                f"event {self.names[rows[k][1]]!r}: negative 'dur' ({values[k]!r} µs)",
+                where=f"complete event #{self.count - len(rows) + k}",
+            )
+        return out
 
     def finish(self, trace: KinetoTrace) -> None:
         trace.names, trace.cats, trace.args = self.names, self.cats, self.args
@@ -314,3 +333,16 @@ def load_kineto(source: TraceFile) -> KinetoTrace:
     trace.device_name = name
     columns.finish(trace)
     return trace
+
+
+def _malformed(batch: list[Any]) -> tuple[int, str | None]:
+    """The first complete event whose name, category or args have the wrong JSON type."""
+    for index, raw in enumerate(batch):
+        if type(raw) is not dict or raw.get("ph") != "X":
+            continue
+        for key, want in (("name", str), ("cat", str), ("args", dict)):
+            value = raw.get(key)
+            if value is not None and not isinstance(value, want):
+                kind = "a string" if want is str else "an object"
+                return index, f"event {key!r} is {value!r:.60}, not {kind}"
+    return -1, None

@@ -14,7 +14,6 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,8 @@ from lumos.converters.chakra.varint import encode_varint
 from lumos.converters.pytorch import forked
 from lumos.converters.pytorch.node_ref import NODE_TYPE, NodeSource, node_ids, node_message
 from lumos.converters.pytorch.tasks import TaskKind, TaskTable
+from lumos.errors import OutputError
+from lumos.outputs import AtomicFile, describe
 from lumos.proto import pb
 
 __all__ = ["NodeSource", "encode_nodes", "metadata", "node_message", "write_et_file"]
@@ -292,27 +293,32 @@ def write_et_file(path: Path, meta: pb.GlobalMetadata, src: NodeSource, split: b
 
     With `split`, a forked child encodes the second half of the nodes meanwhile.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    part = Path(tmp + ".part")
+    target = AtomicFile(path)
+    part = target.tmp.with_name(target.tmp.name + ".part")
     n = len(src.table)
+    child = None
     try:
         tables = _Tables(src) if n else None
         starts = list(range(0, n, BLOCK_ROWS))
         middle = starts[len(starts) // 2] if split and len(starts) > 1 else n
         child = forked.start(_write_blocks, part, src, tables, middle, n) if middle < n else None
-        with os.fdopen(fd, "wb", buffering=1 << 20) as out:
-            head = meta.SerializeToString(deterministic=True)
-            out.write(encode_varint(len(head)) + head)
-            _encode_range(out, src, tables, 0, middle)
-            if child is not None:
-                child.result()
-                out.flush()
-                with open(part, "rb") as rest:
-                    _append(rest, out)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        out = target.file
+        head = meta.SerializeToString(deterministic=True)
+        out.write(encode_varint(len(head)) + head)
+        _encode_range(out, src, tables, 0, middle)
+        if child is not None:
+            child.result()
+            child = None
+            out.flush()
+            with open(part, "rb") as rest:
+                _append(rest, out)
+        target.commit()
+    except BaseException as exc:
+        if child is not None:
+            child.kill()
+        target.abort()
+        if isinstance(exc, OSError):
+            raise OutputError(f"{path}: cannot write: {describe(exc)}") from None
         raise
     finally:
         part.unlink(missing_ok=True)

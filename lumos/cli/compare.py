@@ -8,6 +8,7 @@ from rich.console import Console
 from lumos.api import compare
 from lumos.cli.main import echo_json, handle_errors, quiet
 from lumos.cli.options import check_output, force_option, hw_option, json_option, trace_argument
+from lumos.cli.outputs import partial_option
 from lumos.cli.progress import shown
 from lumos.simulator.report.compare import render_comparison
 
@@ -31,6 +32,7 @@ from lumos.simulator.report.compare import render_comparison
 )
 @force_option
 @json_option
+@partial_option
 @handle_errors
 def compare_command(
     trace: str,
@@ -41,6 +43,7 @@ def compare_command(
     timeline: str | None,
     force: bool,
     as_json: bool,
+    allow_partial: bool,
 ) -> None:
     """Replay TRACE and compare with the times recorded in it.
 
@@ -57,6 +60,7 @@ def compare_command(
             align_ranks=not no_align_ranks,
             repair=repair,
             ablate_sync=ablate_sync,
+            allow_partial=allow_partial,
         )
     if timeline:
         comparison.write_timeline(timeline)

@@ -10,6 +10,7 @@ import click
 
 from lumos.cli.main import echo_json, handle_errors, quiet
 from lumos.cli.options import check_output, force_option, json_option, output_option
+from lumos.cli.outputs import no_stdout
 from lumos.cli.progress import shown
 from lumos.converters.pytorch.convert import MIN_LINK_RATE, RankSummary, convert
 from lumos.errors import LumosError
@@ -53,6 +54,12 @@ def _steps_line(s: RankSummary) -> str:
     help="Refuse a rank whose host ET links fewer of its ops to Kineto events (a sign of "
     "files from different runs); 0 converts anyway.",
 )
+@click.option(
+    "--allow-host-only",
+    is_flag=True,
+    help="When Kineto traces cover only some ranks, convert the others from their host ET "
+    "alone (durations estimated; counted in the summary) instead of refusing.",
+)
 @force_option
 @json_option
 @click.option(
@@ -70,6 +77,7 @@ def convert_cmd(
     prefix: str,
     step: int | None,
     min_link_rate: float,
+    allow_host_only: bool,
     force: bool,
     as_json: bool,
     jobs: int,
@@ -79,7 +87,7 @@ def convert_cmd(
     Give the host ETs and Kineto traces of the same run (each rank's pair is linked op
     by op). Host ETs alone convert too, but carry no durations: simulate them with --hw.
     """
-    out = Path(output)
+    out = Path(no_stdout(output, "a converted rank set"))
     if not force and out.is_dir() and any(out.glob(f"{prefix}.*.et")):
         raise LumosError(f"{out} already holds {prefix}.*.et files; pass --force to replace them")
     check_output(out, True, folder=True)
@@ -94,6 +102,7 @@ def convert_cmd(
             on_rank=lines.append,
             jobs=jobs,
             min_link_rate=min_link_rate,
+            allow_host_only=allow_host_only,
         )
     log.info("converted %d rank(s) in %.2f s", len(lines), time.perf_counter() - t0)
     if as_json:

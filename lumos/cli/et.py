@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -14,6 +13,7 @@ from rich.table import Table
 from lumos.cli.main import EXIT_PROBLEMS, echo_json, handle_errors
 from lumos.cli.options import check_output, force_option, json_option
 from lumos.cli.options import output_option as shared_output
+from lumos.cli.outputs import no_stdout, output_stream, partial_option
 from lumos.converters.chakra.files import find_et_sources, iter_sources
 from lumos.converters.chakra.info import TraceInfo, trace_info
 from lumos.errors import LumosError
@@ -96,15 +96,17 @@ def info_cmd(paths: tuple[str, ...], as_json: bool) -> None:
 @et_group.command("validate")
 @PATHS
 @json_option
+@partial_option
 @handle_errors
-def validate_cmd(paths: tuple[str, ...], as_json: bool) -> None:
-    """Check ids, dependencies, cycles, attribute types, comm fields, cross-rank collectives.
+def validate_cmd(paths: tuple[str, ...], as_json: bool, allow_partial: bool) -> None:
+    """Check ids, dependencies, cycles, attribute types, comm fields, the rank set (every
+    rank 0..world_size-1 present, none foreign or mislabelled) and cross-rank collectives.
 
     Exits 1 if any error is found; every problem names the file, node id and name.
     """
     from lumos.converters.chakra.validate import validate_sources
 
-    reports = [validate_sources(find_et_sources(p)) for p in paths]
+    reports = [validate_sources(find_et_sources(p), allow_partial=allow_partial) for p in paths]
     problems = [p for r in reports for p in r.problems]
     errors = [p for r in reports for p in r.errors]
     files = sum(len(r.files) for r in reports)
@@ -138,23 +140,19 @@ def validate_cmd(paths: tuple[str, ...], as_json: bool) -> None:
 
 @et_group.command("to-json")
 @ONE_ET
-@output_option("Output .json (one document) or .jsonl (JSON Lines).")
+@output_option("Output .json (one document) or .jsonl (JSON Lines); - for JSON Lines on stdout.")
 @handle_errors
 def to_json_cmd(path: str, output: str, force: bool) -> None:
     """Render one .et file as valid JSON (or JSON Lines), losslessly."""
-    check_output(output, force)
+    if output != "-":
+        check_output(output, force)
     from lumos.converters.chakra.json_codec import write_json
 
     (source,) = find_et_sources(path)
-    out = Path(output)
-    tmp = out.with_name(out.name + ".tmp")
-    try:
-        with open(tmp, "wb") as f:
-            count = write_json(source, f, lines=output.endswith(".jsonl"))
-        tmp.replace(out)
-    finally:
-        tmp.unlink(missing_ok=True)
-    click.echo(f"wrote {count:,} nodes to {output}")
+    with output_stream(output) as f:
+        count = write_json(source, f, lines=output.endswith(".jsonl") or output == "-")
+    if output != "-":
+        click.echo(f"wrote {count:,} nodes to {output}")
 
 
 @et_group.command("from-json")
@@ -163,7 +161,7 @@ def to_json_cmd(path: str, output: str, force: bool) -> None:
 @handle_errors
 def from_json_cmd(path: str, output: str, force: bool) -> None:
     """Turn a .json / .jsonl rendering back into a .et file."""
-    check_output(output, force)
+    check_output(no_stdout(output, "a .et file"), force)
     from lumos.converters.chakra.json_codec import json_to_et
 
     count = json_to_et(path, output)
@@ -172,22 +170,25 @@ def from_json_cmd(path: str, output: str, force: bool) -> None:
 
 @et_group.command("graph")
 @PATHS
-@output_option("Output .graphml or .dot.")
+@output_option("Output .graphml or .dot; - writes DOT to stdout.")
 @click.option("--max-nodes", default=50_000, help="Refuse bigger traces.")
 @handle_errors
 def graph_cmd(paths: tuple[str, ...], output: str, force: bool, max_nodes: int) -> None:
     """Export the dependency graph (all ranks) as GraphML or DOT, for small traces."""
-    check_output(output, force)
+    if not output.endswith((".dot", ".graphml")) and output != "-":
+        raise LumosError(f"{output}: use a .graphml or .dot file name (or - for DOT on stdout)")
+    if output != "-":
+        check_output(output, force)
     from lumos.converters.chakra.graph_export import to_networkx, write_dot, write_graphml
 
     graph = to_networkx(iter_sources(list(paths)), max_nodes=max_nodes)
-    if output.endswith(".dot"):
-        with open(output, "w") as f:
+    with output_stream(output) as f:
+        if output.endswith(".graphml"):
+            write_graphml(graph, f)
+        else:
             write_dot(graph, f)
-    elif output.endswith(".graphml"):
-        write_graphml(graph, output)
-    else:
-        raise LumosError(f"{output}: use a .graphml or .dot file name")
+    if output == "-":
+        return
     click.echo(
         f"wrote {graph.number_of_nodes():,} nodes, {graph.number_of_edges():,} edges to {output}"
     )

@@ -16,6 +16,7 @@ from lumos.cli.options import (
     output_option,
     trace_argument,
 )
+from lumos.cli.outputs import partial_option
 from lumos.converters.astra_sim.export import ExportSummary
 from lumos.converters.astra_sim.preflight import preflight_bundle
 from lumos.converters.astra_sim.workload import CpuGaps
@@ -58,6 +59,7 @@ def export_group() -> None:
 )
 @force_option
 @json_option
+@partial_option
 @handle_errors
 def astra_sim_command(
     trace: str,
@@ -73,6 +75,7 @@ def astra_sim_command(
     run_binary: bool,
     force: bool,
     as_json: bool,
+    allow_partial: bool,
 ) -> None:
     """Write an ASTRA-sim bundle for TRACE (folder, prefix, file or tar of <prefix>.<rank>.et).
 
@@ -92,6 +95,7 @@ def astra_sim_command(
         replay_unsupported_comms=replay_unsupported_comms,
         backend=backend,
         force=force,
+        allow_partial=allow_partial,
     ).raw
     comparison = _compare(summary) if run_binary else None
     if as_json:

@@ -18,22 +18,19 @@ import click
 import orjson
 
 from lumos import __version__
-from lumos.errors import (
-    ConfigError,
-    LumosError,
-    MissingExtraError,
-    TraceFormatError,
-    ValidationError,
+from lumos.cli.exits import (
+    EXIT_CONFIG,
+    EXIT_FORMAT,
+    EXIT_OTHER,
+    EXIT_PROBLEMS,
+    epilog,
+    guarded,
+    install_signal_handlers,
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: exit codes: 1 = a problem in the inputs was found and reported; 2 = usage (click);
-#: 3 = unreadable input; 4 = bad config; 5 = other lumos error.
-EXIT_PROBLEMS = 1
-EXIT_FORMAT = 3
-EXIT_CONFIG = 4
-EXIT_OTHER = 5
+__all__ = ["EXIT_CONFIG", "EXIT_FORMAT", "EXIT_OTHER", "EXIT_PROBLEMS", "cli", "handle_errors"]
 
 #: sub-commands: name -> (module, click object in it, one-line help). A command's module
 #: (and numpy, rich, the simulator ...) is imported only when that command runs or shows
@@ -77,9 +74,6 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     ),
     "hw": ("lumos.cli.hw", "hw_group", "List and show the shipped hardware configs."),
 }
-
-EXIT_HELP = """Exit codes: 0 success; 1 problems found in the inputs (reported);
-2 usage error; 3 unreadable input; 4 bad config; 5 other lumos error."""
 
 
 def quiet() -> bool:
@@ -141,24 +135,12 @@ def _add_verbosity(command: click.Command) -> None:
 
 
 def handle_errors(func: F) -> F:
-    """Turn lumos errors raised by a command into a one-line message and an exit code."""
+    """Turn whatever ends a command into a one-line message and its documented exit code
+    (`lumos.cli.exits.EXIT_CODES`)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except ValidationError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_PROBLEMS)
-        except TraceFormatError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_FORMAT)
-        except ConfigError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_CONFIG)
-        except (MissingExtraError, LumosError) as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_OTHER)
+        return guarded(func, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
 
@@ -202,7 +184,7 @@ class LazyGroup(click.Group):
 @click.group(
     cls=LazyGroup,
     context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
-    epilog=EXIT_HELP
+    epilog=epilog()
     + '\n\nShell completion: eval "$(_LUMOS_COMPLETE=bash_source lumos)" (zsh_source, '
     "fish_source for those shells).",
 )
@@ -213,6 +195,7 @@ def cli(ctx: click.Context) -> None:
     simulate, estimate, export to ASTRA-sim.
 
     -v/-q work before or after the command name."""
+    install_signal_handlers()
     from lumos.cli.envelope import start_clock
 
     start_clock(ctx)

@@ -15,6 +15,7 @@ from lumos.cli.options import (
     json_option,
     trace_argument,
 )
+from lumos.cli.outputs import no_stdout, partial_option
 from lumos.cli.progress import shown
 from lumos.errors import MissingExtraError
 from lumos.simulator.report.summary import Report
@@ -75,6 +76,7 @@ def _write_plots(report: Report, result: SimResult, prefix: str) -> list[str]:
     is_flag=True,
     help="Replay mode: price compute with no measured duration with the cost model (needs --hw).",
 )
+@partial_option
 @handle_errors
 def simulate_command(
     trace: str,
@@ -92,15 +94,16 @@ def simulate_command(
     align_ranks: bool | None,
     repair: bool,
     estimate_missing: bool,
+    allow_partial: bool,
 ) -> None:
     """Simulate all ranks of TRACE (folder, prefix, file or tar of <prefix>.<rank>.et).
 
     replay adds up the recorded durations; --hw re-prices communication (model mode) and
     prices compute that has no recorded duration; compute that has one keeps it.
     """
-    check_output(timeline, force)
+    check_output(timeline and no_stdout(timeline, "a timeline"), force)
     if plot_prefix:
-        check_output(f"{plot_prefix}.breakdown.html", force)
+        check_output(f"{no_stdout(plot_prefix, 'plots')}.breakdown.html", force)
     with shown(not (as_json or quiet())):
         sim = simulate(
             trace,
@@ -114,6 +117,7 @@ def simulate_command(
             repair=repair,
             estimate_missing=estimate_missing,
             ablate_sync=no_sync_edges,
+            allow_partial=allow_partial,
         )
     result, report = sim.raw, sim.report
     if timeline:

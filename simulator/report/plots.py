@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from lumos.errors import MissingExtraError
+from lumos.outputs import atomic_write
 from lumos.simulator.report.summary import PART_LABELS, Report, fmt_ns
 from lumos.simulator.result import ProcKind, SimResult
 
@@ -62,8 +63,11 @@ def breakdown_png(report: Report, path: str | Path) -> Path:
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     fig.tight_layout()
     out = Path(path)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+    try:
+        with atomic_write(out) as f:
+            fig.savefig(f, dpi=120, format="png")
+    finally:
+        plt.close(fig)
     return out
 
 
@@ -95,8 +99,11 @@ def timeline_png(result: SimResult, path: str | Path, rank: int | None = None) -
     ax.set_title(f"rank {chosen.rank}: {fmt_ns(chosen.iteration_time_ns)}")
     fig.tight_layout()
     out = Path(path)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+    try:
+        with atomic_write(out) as f:
+            fig.savefig(f, dpi=120, format="png")
+    finally:
+        plt.close(fig)
     return out
 
 
@@ -147,7 +154,8 @@ GPU-inclusive step; idle means starved.</p>
 </body></html>
 """
     out = Path(path)
-    out.write_text(page, encoding="utf-8")
+    with atomic_write(out) as f:
+        f.write(page.encode("utf-8"))
     return out
 
 

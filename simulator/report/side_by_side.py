@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from lumos.outputs import atomic_write
 from lumos.simulator.report.measured import MeasuredRank
 from lumos.simulator.result import ProcKind, SimResult
 
@@ -120,15 +121,9 @@ def write_comparison_timeline(
     """Write the side-by-side file; returns the number of slices written."""
     events = comparison_events(result, measured)
     target = Path(path)
-    tmp = target.with_name(target.name + ".tmp")
     doc = orjson.dumps({"displayTimeUnit": "ns", "traceEvents": events})
-    try:
-        if target.name.endswith(".gz"):
-            with gzip.open(tmp, "wb", compresslevel=3) as out:
-                out.write(doc)
-        else:
-            tmp.write_bytes(doc)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
+    if target.name.endswith(".gz"):
+        doc = gzip.compress(doc, compresslevel=3, mtime=0)
+    with atomic_write(target) as out:  # through links, umask modes, nothing half-written
+        out.write(doc)
     return sum(1 for e in events if e["ph"] == "X")

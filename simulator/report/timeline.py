@@ -20,6 +20,7 @@ from typing import IO, Any, cast
 import numpy as np
 import orjson
 
+from lumos.outputs import atomic_write
 from lumos.simulator.graph import RankGraph
 from lumos.simulator.report.critical_path import CriticalPath
 from lumos.simulator.report.timeline_tracks import comm_args, critical_path_events, peer_flows
@@ -147,10 +148,10 @@ def flow_events(result: SimResult, k: int, first_id: int) -> list[dict[str, Any]
     return out
 
 
-def _open(path: Path, compress: bool) -> IO[bytes]:
+def _open(raw: IO[bytes], compress: bool) -> IO[bytes]:
     if compress:
-        return cast(IO[bytes], gzip.open(path, "wb", compresslevel=3))
-    return open(path, "wb")
+        return cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=3))
+    return raw
 
 
 def _write_chunk(out: IO[bytes], chunk: list[dict[str, Any]], first: bool) -> bool:
@@ -181,10 +182,9 @@ def write_timeline(
     """
     target = Path(path)
     wanted = None if ranks is None else set(ranks)
-    tmp = target.with_name(target.name + ".tmp")
     count = 0
     flow_id = 1
-    with _open(tmp, target.name.endswith(".gz")) as out:
+    with atomic_write(target) as raw, _open(raw, target.name.endswith(".gz")) as out:
         out.write(b'{"schemaVersion":1,"displayTimeUnit":"ns","traceEvents":[')
         first = True
         tids: dict[int, list[int]] = {}
@@ -206,5 +206,4 @@ def write_timeline(
             first = _write_chunk(out, critical_path_events(critical_path), first)
         meta = {"lumos": {"mode": result.mode, "iteration_time_ns": result.iteration_time_ns}}
         out.write(b"]," + orjson.dumps(meta)[1:-1] + b"}")
-    os.replace(tmp, target)
     return count

@@ -31,6 +31,7 @@ BUNDLE_FILES = {
     "memory.json",
     "run.sh",
     "README.md",
+    ".lumos-bundle",  # the marker that lets --force replace this folder
 }
 
 

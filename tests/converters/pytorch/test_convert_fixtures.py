@@ -22,7 +22,9 @@ def _convert(
     paths: list[Path], out: Path, cross_rank: bool = True
 ) -> list[tuple[pb.GlobalMetadata, list[pb.Node]]]:
     result = convert(paths, out, prefix="t")
-    report = validate_sources(find_et_sources(out / "t"))
+    # Several fixtures are one or two sampled ranks of a bigger job: the set is partial
+    # by design (reported as a warning), the files themselves must be clean.
+    report = validate_sources(find_et_sources(out / "t"), allow_partial=True)
     errors = [p for p in report.errors if cross_rank or not p.code.startswith("coll-")]
     assert [str(p) for p in errors] == []
     return [read_et(out / f"t.{s.rank}.et") for s in result.ranks]

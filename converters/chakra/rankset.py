@@ -1,0 +1,170 @@
+"""Is a folder of `<prefix>.<rank>.et` files one complete, consistent job?
+
+The framing of a `.et` file says nothing about the other ranks, so a set missing two
+ranks, holding a stale rank of an earlier conversion, or a file renamed to another rank
+would simulate as if it were whole. Files lumos writes state their `rank`, `world_size`
+and `set_id` in the metadata; `check_rank_set` reads only the metadata of every file
+and refuses a set whose ranks are missing, foreign (>= world size), mislabelled (name
+and metadata disagree) or of two conversions. Foreign ETs without these attributes are
+held to ranks 0..n-1 without gaps.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lumos.converters.chakra.compressed import decompressing
+from lumos.converters.chakra.files import EtSource
+from lumos.converters.chakra.stream import EtReader
+from lumos.errors import RankSetError
+from lumos.proto import pb
+
+META_RANK, META_WORLD, META_SET = "rank", "world_size", "set_id"
+
+
+@dataclass(frozen=True, slots=True)
+class RankHeader:
+    """What one file's metadata says about its place in the job."""
+
+    source: EtSource
+    rank: int | None
+    world_size: int | None
+    set_id: str | None
+
+
+def _int_attr(meta: pb.GlobalMetadata, name: str) -> int | None:
+    for attr in meta.attr:
+        if attr.name == name:
+            which = attr.WhichOneof("value")
+            if which in ("int64_val", "int32_val", "uint64_val", "uint32_val"):
+                return int(getattr(attr, which))
+    return None
+
+
+def _str_attr(meta: pb.GlobalMetadata, name: str) -> str | None:
+    for attr in meta.attr:
+        if attr.name == name and attr.WhichOneof("value") == "string_val":
+            return str(attr.string_val)
+    return None
+
+
+def header_of(source: EtSource, meta: pb.GlobalMetadata) -> RankHeader:
+    """The rank-set fields of one file's metadata."""
+    return RankHeader(
+        source, _int_attr(meta, META_RANK), _int_attr(meta, META_WORLD), _str_attr(meta, META_SET)
+    )
+
+
+def read_headers(sources: Sequence[EtSource]) -> list[RankHeader]:
+    """Every source's header, reading only its metadata (a tar is scanned once).
+
+    Raises TraceFormatError if a file's metadata cannot be read.
+    """
+    archived = [s for s in sources if s.archive is not None]
+    heads: dict[str, pb.GlobalMetadata] = {}
+    if archived:
+        wanted = {s.member: s for s in archived}
+        with tarfile.open(archived[0].archive or "") as tar:
+            for member in tar:
+                source = wanted.get(member.name)
+                handle = tar.extractfile(member) if source is not None else None
+                if source is None or handle is None:
+                    continue
+                raw = io.BufferedReader(handle, 1 << 16)  # type: ignore[type-var]
+                with EtReader(source.path, stream=decompressing(raw, source.path)) as reader:
+                    heads[source.path] = reader.metadata
+    out = []
+    for source in sources:
+        meta = heads.get(source.path)
+        if meta is None:
+            with source.open() as reader:
+                meta = reader.metadata
+        out.append(header_of(source, meta))
+    return out
+
+
+def _ranges(ranks: Sequence[int]) -> str:
+    """`0-2, 5` for [0, 1, 2, 5]."""
+    parts: list[str] = []
+    start = prev = None
+    for r in sorted(ranks):
+        if prev is not None and r == prev + 1:
+            prev = r
+            continue
+        if start is not None:
+            parts.append(str(start) if start == prev else f"{start}-{prev}")
+        start = prev = r
+    if start is not None:
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+    return ", ".join(parts)
+
+
+def rank_set_problems(headers: Sequence[RankHeader]) -> tuple[list[str], list[str]]:
+    """(errors, missing-rank problems) of a set; the second list is excusable by a flag."""
+    errors: list[str] = []
+    for h in headers:
+        if h.rank is not None and h.rank != h.source.rank:
+            errors.append(
+                f"{h.source.path}: the file name says rank {h.source.rank} but its metadata "
+                f"says rank {h.rank}"
+            )
+    worlds: dict[int, list[int]] = defaultdict(list)
+    for h in headers:
+        if h.world_size is not None:
+            worlds[h.world_size].append(h.source.rank)
+    if len(worlds) > 1:
+        errors.append(
+            "files disagree on the world size: "
+            + "; ".join(f"ranks {_ranges(r)} say {w}" for w, r in sorted(worlds.items()))
+        )
+    ids: dict[str, list[int]] = defaultdict(list)
+    for h in headers:
+        if h.set_id is not None:
+            ids[h.set_id].append(h.source.rank)
+    if len(ids) > 1:
+        errors.append(
+            f"files of {len(ids)} different conversions are mixed (stale files of an earlier "
+            "run?): " + "; ".join(f"ranks {_ranges(r)} have set_id {i}" for i, r in ids.items())
+        )
+    present = [h.source.rank for h in headers]
+    where = headers[0].source.path if headers else ""
+    world = max(worlds) if worlds else None
+    missing: list[str] = []
+    if world is not None:
+        foreign = [r for r in present if r >= world]
+        if foreign:
+            errors.append(
+                f"rank(s) {_ranges(foreign)} are outside the job's world size {world} "
+                f"(e.g. {where})"
+            )
+        absent = sorted(set(range(world)) - set(present))
+        if absent:
+            missing.append(
+                f"{len(absent)} of {world} ranks are missing: {_ranges(absent)} (next to {where})"
+            )
+    elif present:
+        absent = sorted(set(range(max(present) + 1)) - set(present))
+        if absent:
+            missing.append(
+                f"ranks {_ranges(absent)} are missing between 0 and {max(present)} "
+                f"(next to {where})"
+            )
+    return errors, missing
+
+
+def check_rank_set(sources: Sequence[EtSource], *, allow_partial: bool = False) -> list[str]:
+    """Refuse an incomplete or inconsistent set; returns the excused problems as warnings.
+
+    Raises RankSetError listing every problem (missing ranks only without
+    `allow_partial`), TraceFormatError if a file's metadata cannot be read.
+    """
+    errors, missing = rank_set_problems(read_headers(sources))
+    if not allow_partial:
+        errors += [m + "; pass --allow-partial to use the ranks present" for m in missing]
+    if errors:
+        raise RankSetError(errors)
+    return missing

@@ -1,0 +1,48 @@
+"""Output folders: staged next to (or inside) their target, names that cannot escape it.
+
+A folder of outputs (a converted rank set, an export bundle) is written into a hidden
+staging folder first and moved into place when complete (the callers do the move).
+Staging folders get the permissions `mkdir` would give (0777 less the umask), not the
+0700 of `tempfile.mkdtemp`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from pathlib import Path
+
+from lumos.errors import OutputError
+from lumos.outputs import describe
+
+
+def staging_dir(target: Path, *, inside: Path | None = None) -> Path:
+    """A fresh hidden folder next to `target` (or in `inside`) with umask permissions.
+
+    Raises OutputError if it cannot be created.
+    """
+    parent = inside if inside is not None else target.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        folder = parent / f".{target.name}.{os.getpid()}.{secrets.token_hex(3)}.lumos-staging"
+        folder.mkdir(0o777)
+    except OSError as exc:
+        raise OutputError(f"{target}: cannot write: {describe(exc)}") from None
+    return folder
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a staging folder, ignoring what is already gone."""
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def safe_name(name: str, what: str = "prefix") -> str:
+    """`name` itself if it is one plain file-name component.
+
+    Raises OutputError for separators, `.`/`..` or NUL (a `--prefix ../../x` must not
+    write outside the output folder).
+    """
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise OutputError(f"{what} {name!r} must be a plain file name (no folders, not . or ..)")
+    return name
