@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from lumos.errors import LumosError
+from lumos.outputs import output_target
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -94,6 +95,7 @@ def check_output(path: str | Path | None, force: bool, *, folder: bool = False) 
         return
     if p.is_dir():
         raise LumosError(f"{p}: is a folder, expected a file name")
+    output_target(p)  # a device, FIFO or socket in the way (even through a link): OutputError
     if p.exists() and not force:
         raise LumosError(f"{p}: exists; pass --force to replace it")
 
