@@ -52,8 +52,12 @@ def test_swap_retimes_each_kernel_by_the_cost_model_ratio_of_its_work() -> None:
     assert simulate_etset(fast).iteration_time_ns < simulate_etset(base).iteration_time_ns
 
 
-def test_tracelens_h100_to_a100_and_v100_slows_compute(tmp_path: Path) -> None:
-    convert([fixture_path("TraceLens/tests/traces/h100")], tmp_path)
+@pytest.mark.parametrize(
+    "model", ["gaunernst_bert-small-uncased__1016001", "Falconsai_nsfw_image_detection__1016002"]
+)
+def test_tracelens_h100_to_a100_and_v100_slows_compute(tmp_path: Path, model: str) -> None:
+    # the folder holds two unrelated single-GPU runs (the numbers are pids): one at a time
+    convert([fixture_path(f"TraceLens/tests/traces/h100/{model}.json.gz")], tmp_path)
     ets = load_etset(tmp_path)
     h100 = _model("h100_sxm")
     totals = {}
