@@ -76,7 +76,7 @@ CASES = (
     ),
     Case(
         "tracelens_bert",
-        ("@TraceLens/tests/traces/h100",),
+        ("@TraceLens/tests/traces/h100/gaunernst_bert-small-uncased__1016001.json.gz",),
         "TraceLens BERT-small inference, 1×H100",
     ),
     Case("capture_ddp", ("tests/data/captures/ddp",), "our capture: DDP, 2 ranks, CPU/gloo"),

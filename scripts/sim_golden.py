@@ -153,7 +153,12 @@ def _cases() -> Iterator[tuple[str, Callable[[], object], Callable[[], Any], dic
         ("alexnet", [HTA / "critical_path/alexnet"], 1),
         ("cuda_event_sync", [HTA / "critical_path/cuda_event_sync"], 1),
         ("sampled_rank0", [HTA / "trace_filter/sampled_rank-0.json.gz"], 1),
-        ("tracelens_h100", [FIX / "TraceLens/tests/traces/h100"], 1),
+        # one run: the folder's two files are different models (pids, not ranks)
+        (
+            "tracelens_h100",
+            [FIX / "TraceLens/tests/traces/h100/gaunernst_bert-small-uncased__1016001.json.gz"],
+            1,
+        ),
         ("dlrm", [DLRM / "dlrm_pytorch_et.tar.gz", DLRM / "dlrm_kineto.tar.gz"], 8),
     ]
     for name, inputs, n in converted:
