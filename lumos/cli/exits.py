@@ -126,3 +126,32 @@ def guarded(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             raise
         click.echo(_message(exc), err=True)
         sys.exit(exit_code(exc))
+
+
+def exit_codes_markdown() -> str:
+    """docs/exit-codes.md: the exit-code table and the resource limits (a test keeps it equal)."""
+    from lumos.limits import all_limits
+
+    lines = [
+        "# Exit codes and limits",
+        "",
+        "Generated from `lumos/cli/exits.py` and `lumos/limits.py` (a test keeps them equal);",
+        "`lumos --help` prints the same table. Every failure is one `error: ...` line on",
+        "stderr naming the file, node or key; nothing half-written is left behind.",
+        "",
+        "| code | meaning |",
+        "|---|---|",
+    ]
+    lines += [f"| {code} | {text} |" for code, text in EXIT_CODES]
+    lines += [
+        "",
+        "## Resource limits",
+        "",
+        "Input cannot make lumos allocate without bound; past a limit the run stops with",
+        "exit code 7 and names the variable that raises it.",
+        "",
+        "| variable | default | bounds |",
+        "|---|---|---|",
+    ]
+    lines += [f"| `{lim.env}` | {lim.default:,} | {lim.what} |" for lim in all_limits()]
+    return "\n".join(lines) + "\n"

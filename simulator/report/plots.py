@@ -166,11 +166,19 @@ def write_plots(
     `<prefix>.timeline.png`; returns the paths written.
 
     Raises MissingExtraError if `png` and matplotlib is not installed (the HTML page is
-    written first, so it is there either way).
+    written first, so it is there either way); OutputError if a file cannot be written
+    (then none of them is left).
     """
     prefix = str(out_prefix)
     written = [breakdown_html(report, prefix + ".breakdown.html")]
-    if png:
-        written.append(breakdown_png(report, prefix + ".breakdown.png"))
-        written.append(timeline_png(result, prefix + ".timeline.png"))
+    try:
+        if png:
+            written.append(breakdown_png(report, prefix + ".breakdown.png"))
+            written.append(timeline_png(result, prefix + ".timeline.png"))
+    except MissingExtraError:
+        raise
+    except BaseException:
+        for path in written:  # all or nothing: a full disk leaves no half set of plots
+            path.unlink(missing_ok=True)
+        raise
     return written

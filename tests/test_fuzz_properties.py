@@ -1,0 +1,253 @@
+"""Property-based fuzzing (Hypothesis) of every reader that takes user input.
+
+For any bytes, any mutation of a valid file and any JSON-shaped value, the ET reader and
+validator, the JSON trace loaders, `et from-json`, the Kineto loader and the config
+loaders either succeed or raise a lumos error: never another exception, never a hang. And
+where the input is valid, the streaming paths agree with the whole-file ones (round
+trips, batched JSON == parsed JSON). Example counts are bounded to keep this fast;
+`scripts/fuzz_harness.py` runs the long campaign through the CLI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lumos.cli.outputs import load_comm_groups
+from lumos.converters.astra_sim.config_files import network_from_dict, system_from_dict
+from lumos.converters.chakra.files import find_et_sources
+from lumos.converters.chakra.json_codec import json_to_et
+from lumos.converters.chakra.stream import EtReader, read_et, with_node_count, write_et
+from lumos.converters.chakra.validate import validate_sources
+from lumos.converters.pytorch.json_stream import TraceFile, read_array_document
+from lumos.converters.pytorch.kineto import load_kineto
+from lumos.errors import LumosError
+from lumos.hwconfigs.load import load_system
+from lumos.proto import pb
+
+FAST = settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@st.composite
+def et_nodes(draw: Any) -> list[pb.Node]:
+    """A small valid DAG: ids 1..n, each node depending on earlier ones only."""
+    n = draw(st.integers(min_value=1, max_value=12))
+    nodes = []
+    for i in range(1, n + 1):
+        node = pb.Node(
+            id=i,
+            name=draw(st.text(max_size=10)),
+            type=draw(st.sampled_from([pb.COMP_NODE, pb.MEM_LOAD_NODE, pb.METADATA_NODE])),
+            duration_micros=draw(st.integers(min_value=0, max_value=10**6)),
+        )
+        if i > 1:
+            node.data_deps.extend(draw(st.sets(st.integers(1, i - 1), max_size=3)))
+        nodes.append(node)
+    return nodes
+
+
+def _meta() -> pb.GlobalMetadata:
+    return pb.GlobalMetadata(version="0.0.4")
+
+
+def _read_all(path: Path) -> None:
+    with EtReader(path) as reader:
+        for _ in reader:
+            pass
+    validate_sources(find_et_sources(path))
+
+
+@FAST
+@given(nodes=et_nodes())
+def test_et_round_trip_is_lossless(tmp_path: Path, nodes: list[pb.Node]) -> None:
+    path = tmp_path / "r.0.et"
+    write_et(path, with_node_count(_meta(), len(nodes)), nodes)
+    _, back = read_et(path)
+    assert back == nodes
+    report = validate_sources(find_et_sources(path))
+    assert report.errors == []
+
+
+@FAST
+@given(nodes=et_nodes(), data=st.data())
+def test_et_cut_anywhere_is_a_clean_error(tmp_path: Path, nodes: list[pb.Node], data: Any) -> None:
+    path = tmp_path / "c.0.et"
+    write_et(path, with_node_count(_meta(), len(nodes)), nodes)
+    raw = path.read_bytes()
+    cut = data.draw(st.integers(min_value=0, max_value=len(raw) - 1))
+    path.write_bytes(raw[:cut])
+    with pytest.raises(LumosError):
+        _read_all(path)
+
+
+@FAST
+@given(nodes=et_nodes(), data=st.data())
+def test_et_mutations_raise_only_lumos_errors(
+    tmp_path: Path, nodes: list[pb.Node], data: Any
+) -> None:
+    path = tmp_path / "m.0.et"
+    write_et(path, with_node_count(_meta(), len(nodes)), nodes)
+    raw = bytearray(path.read_bytes())
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(0, len(raw) - 1))
+        raw[at] = data.draw(st.integers(0, 255))
+    path.write_bytes(bytes(raw))
+    with contextlib.suppress(LumosError):
+        _read_all(path)
+
+
+@FAST
+@given(blob=st.binary(max_size=400))
+def test_et_reader_on_any_bytes(tmp_path: Path, blob: bytes) -> None:
+    path = tmp_path / "b.0.et"
+    path.write_bytes(blob)
+    with contextlib.suppress(LumosError):
+        _read_all(path)
+
+
+@FAST
+@given(
+    events=st.lists(st.dictionaries(st.sampled_from(["ph", "name", "x"]), json_values), max_size=30)
+)
+def test_streamed_json_array_equals_the_parsed_document(
+    tmp_path: Path, events: list[dict[str, Any]]
+) -> None:
+    doc = {"schemaVersion": 1, "traceEvents": events, "tail": [1, 2]}
+    try:
+        text = orjson.dumps(doc)
+    except TypeError:
+        return  # ints beyond 64 bits: not representable as JSON by orjson
+    path = tmp_path / "k.json"
+    path.write_bytes(text)
+    got: list[Any] = []
+    rest = read_array_document(TraceFile(str(path)), "traceEvents", got.extend, chunk_bytes=64)
+    expected = orjson.loads(text)
+    assert got == expected["traceEvents"]
+    assert rest == {"schemaVersion": 1, "tail": [1, 2]}
+
+
+@FAST
+@given(value=json_values, blob=st.binary(max_size=200))
+def test_json_loaders_raise_only_lumos_errors(tmp_path: Path, value: Any, blob: bytes) -> None:
+    try:
+        text = orjson.dumps({"traceEvents": value})
+    except TypeError:
+        text = blob
+    path = tmp_path / "j.json"
+    source = TraceFile(str(path))
+    calls = (
+        lambda: read_array_document(source, "traceEvents", lambda b: None),
+        lambda: load_kineto(source),
+        lambda: json_to_et(path, tmp_path / "o.0.et"),
+    )
+    for data in (text, blob, text[: len(text) // 2]):
+        path.write_bytes(data)
+        for call in calls:
+            with contextlib.suppress(LumosError):
+                call()
+
+
+kineto_event = st.fixed_dictionaries(
+    {"ph": st.just("X")},
+    optional={
+        "name": json_values,
+        "cat": st.sampled_from(["cpu_op", "kernel", "cuda_runtime"]) | json_values,
+        "ts": st.integers(-10, 10**6) | json_values,
+        "dur": st.integers(-10, 10**4) | json_values,
+        "pid": st.integers(0, 3) | json_values,
+        "tid": st.integers(0, 3) | json_values,
+        "args": st.dictionaries(
+            st.sampled_from(["stream", "correlation", "External id"]), json_values
+        )
+        | json_values,
+    },
+)
+
+
+@FAST
+@given(events=st.lists(kineto_event, min_size=1, max_size=20))
+def test_kineto_loader_on_hostile_events(tmp_path: Path, events: list[dict[str, Any]]) -> None:
+    try:
+        text = orjson.dumps({"schemaVersion": 1, "traceEvents": events})
+    except TypeError:
+        return
+    path = tmp_path / "rank0.kineto.json"
+    path.write_bytes(text)
+    with contextlib.suppress(LumosError):
+        load_kineto(TraceFile(str(path)))
+
+
+SYSTEM = {
+    "scheduling-policy": "LIFO",
+    "endpoint-delay": 10,
+    "active-chunks-per-dimension": 1,
+    "preferred-dataset-splits": 4,
+    "all-reduce-implementation": ["ring"],
+    "all-gather-implementation": ["ring"],
+    "reduce-scatter-implementation": ["ring"],
+    "all-to-all-implementation": ["ring"],
+    "collective-optimization": "localBWAware",
+    "local-mem-bw": 1600,
+}
+NETWORK = {"topology": ["Ring"], "npus_count": [8], "bandwidth": [50.0], "latency": [500.0]}
+
+
+@FAST
+@given(key=st.sampled_from(sorted(SYSTEM)), value=json_values)
+def test_astra_system_loader_any_value(key: str, value: Any) -> None:
+    try:
+        config = system_from_dict({**SYSTEM, key: value}, "system.json")
+    except LumosError:
+        return
+    assert config.active_chunks_per_dimension >= 1
+    assert math.isfinite(config.local_mem_bw_gbps)
+
+
+@FAST
+@given(key=st.sampled_from(sorted(NETWORK)), value=json_values)
+def test_astra_network_loader_any_value(key: str, value: Any) -> None:
+    try:
+        config = network_from_dict({**NETWORK, key: value}, "network.yml")
+    except LumosError:
+        return
+    assert all(math.isfinite(b) and b > 0 for b in config.bandwidth_gbps)
+
+
+@FAST
+@given(value=json_values, raw=st.binary(max_size=60))
+def test_hw_yaml_and_comm_group_loaders_any_input(tmp_path: Path, value: Any, raw: bytes) -> None:
+    system = tmp_path / "sys.yaml"
+    groups = tmp_path / "groups.json"
+    for text in (yaml.safe_dump({"node": "h100_sxm", "num_nodes": value}).encode(), raw):
+        system.write_bytes(text)
+        groups.write_bytes(text)
+        for call in (lambda: load_system(system), lambda: load_comm_groups(str(groups))):
+            with contextlib.suppress(LumosError):
+                call()
