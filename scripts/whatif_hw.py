@@ -28,7 +28,11 @@ DLRM = "param/et_replay/tests/inputs"
 CASES = {
     "dlrm_8xV100": (("dlrm_pytorch_et.tar.gz", "dlrm_kineto.tar.gz"), DLRM, "v100"),
     "hta_alexnet_A100": (("alexnet",), "HolisticTraceAnalysis/tests/data/critical_path", "a100"),
-    "tracelens_bert_H100": (("h100",), "TraceLens/tests/traces", "h100"),
+    "tracelens_bert_H100": (
+        ("gaunernst_bert-small-uncased__1016001.json.gz",),
+        "TraceLens/tests/traces/h100",
+        "h100",
+    ),
 }
 SYSTEMS = ("v100", "a100", "h100")
 
