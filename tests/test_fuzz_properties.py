@@ -21,8 +21,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lumos.cli.outputs import load_comm_groups
-from lumos.converters.astra_sim.config_files import network_from_dict, system_from_dict
+from lumos.converters.astra_sim.config_files import (
+    load_pg_ranks,
+    network_from_dict,
+    system_from_dict,
+)
 from lumos.converters.chakra.files import find_et_sources
 from lumos.converters.chakra.json_codec import json_to_et
 from lumos.converters.chakra.stream import EtReader, read_et, with_node_count, write_et
@@ -248,6 +251,6 @@ def test_hw_yaml_and_comm_group_loaders_any_input(tmp_path: Path, value: Any, ra
     for text in (yaml.safe_dump({"node": "h100_sxm", "num_nodes": value}).encode(), raw):
         system.write_bytes(text)
         groups.write_bytes(text)
-        for call in (lambda: load_system(system), lambda: load_comm_groups(str(groups))):
+        for call in (lambda: load_system(system), lambda: load_pg_ranks(str(groups))):
             with contextlib.suppress(LumosError):
                 call()
