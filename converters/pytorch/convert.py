@@ -18,12 +18,11 @@ import contextlib
 import ctypes
 import gc
 import logging
-import multiprocessing
 import os
 import tarfile
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -199,18 +198,7 @@ def _each_rank(inputs: list[RankInputs], job: _Job, jobs: int) -> Iterator[_Rank
         for item in inputs:
             yield convert_rank(item, job)
         return
-    ctx = multiprocessing.get_context("fork")
-    pool = ProcessPoolExecutor(
-        max_workers=min(jobs, len(inputs)), mp_context=ctx, initializer=forked.die_with_parent
-    )
-    try:
-        futures = [pool.submit(convert_rank, item, job, False) for item in inputs]
-        for future in futures:
-            yield future.result()
-    except BaseException:
-        forked.kill_pool(pool)
-        raise
-    pool.shutdown()
+    yield from forked.ordered_map(partial(convert_rank, job=job, parallel=False), inputs, jobs)
 
 
 def convert_rank(

@@ -21,7 +21,8 @@ import os
 import pickle
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -109,8 +110,28 @@ def start(fn: Callable[..., Any], *args: Any) -> Forked:
     return Forked(fn, args)
 
 
-def kill_pool(pool: Any) -> None:
-    """Stop a ProcessPoolExecutor's workers now instead of waiting for their tasks."""
+def ordered_map(fn: Callable[[Any], Any], items: list[Any], jobs: int) -> Iterator[Any]:
+    """`fn(item)` for every item, in order, computed by up to `jobs` forked workers.
+
+    The workers die with this process; an error or interrupt here kills them at once
+    instead of waiting for the items they are working on.
+    """
+    ctx = multiprocessing.get_context("fork")
+    pool = ProcessPoolExecutor(
+        max_workers=min(jobs, len(items)), mp_context=ctx, initializer=die_with_parent
+    )
+    try:
+        futures = [pool.submit(fn, item) for item in items]
+        for future in futures:
+            yield future.result()
+    except BaseException:
+        _kill_pool(pool)
+        raise
+    pool.shutdown()
+
+
+def _kill_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool's workers now instead of waiting for their tasks."""
     procs = list((getattr(pool, "_processes", None) or {}).values())  # no public handle
     pool.shutdown(wait=False, cancel_futures=True)
     for proc in procs:
