@@ -37,7 +37,8 @@ from lumos.hwconfigs.load import load_system
 from lumos.proto import pb
 
 FAST = settings(
-    max_examples=30,
+    max_examples=15,
+    derandomize=True,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
