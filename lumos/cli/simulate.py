@@ -23,15 +23,29 @@ from lumos.simulator.result import SimResult
 from lumos.simulator.run import Mode
 
 
-def _write_plots(report: Report, result: SimResult, prefix: str) -> list[str]:
+def _write_plots(
+    report: Report, result: SimResult, prefix: str, context: dict[str, str]
+) -> list[str]:
     """The HTML breakdown always; PNGs when matplotlib is installed (else say how)."""
     from lumos.simulator.report.plots import write_plots
 
     try:
-        return [str(p) for p in write_plots(report, result, prefix, png=True)]
+        return [str(p) for p in write_plots(report, result, prefix, png=True, context=context)]
     except MissingExtraError as exc:
         click.echo(f"note: {exc}; wrote the HTML breakdown only", err=True)
-        return [str(p) for p in write_plots(report, result, prefix, png=False)]
+        return [str(p) for p in write_plots(report, result, prefix, png=False, context=context)]
+
+
+def _hardware_words(hw: str | None, astra_sim_system: str | None) -> str:
+    """The hardware a run priced on, in words, for the report page."""
+    if astra_sim_system:
+        return f"ASTRA-sim configs ({astra_sim_system})"
+    if hw is None:
+        return "none: recorded durations only (replay)"
+    from lumos.hwconfigs.load import load_system
+
+    system = load_system(hw)
+    return f"{system.name}: {system.description}"
 
 
 @click.command("simulate")
@@ -126,7 +140,8 @@ def simulate_command(
         write_timeline(result, timeline, critical_path=report.critical_path)
     from lumos.simulator.report.summary import render_summary
 
-    plots = _write_plots(report, result, plot_prefix) if plot_prefix else []
+    context = {"inputs": trace, "hardware": _hardware_words(hw, astra_sim_system)}
+    plots = _write_plots(report, result, plot_prefix, context) if plot_prefix else []
     if as_json:
         echo_json(sim.to_json(), timings=sim.timings())
         return

@@ -1,14 +1,15 @@
 """Pictures of a simulated run: the per-rank breakdown and a Gantt timeline of one rank.
 
 PNGs need matplotlib (the `plot` extra), imported only here and only when asked for; a
-missing install raises MissingExtraError naming the extra. The HTML page of the
-breakdown and the critical path needs nothing beyond the standard library, so it is
-always written and is the fallback where matplotlib cannot be installed.
+missing install raises MissingExtraError naming the extra. The HTML report
+(`html_report`: what was simulated, breakdown bars, the slowest rank's timeline, the
+critical path) needs nothing beyond the standard library, so it is always written and
+is the fallback where matplotlib cannot be installed.
 """
 
 from __future__ import annotations
 
-import html
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,18 +17,10 @@ import numpy as np
 
 from lumos.errors import MissingExtraError
 from lumos.outputs import atomic_write
+from lumos.simulator.report.html_report import COLOURS, report_html
 from lumos.simulator.report.summary import PART_LABELS, Report, fmt_ns
 from lumos.simulator.result import ProcKind, SimResult
 
-#: breakdown parts in drawing order, with their colours (also used by the HTML page).
-COLOURS = {
-    "exposed_compute": "#4c72b0",
-    "overlapped": "#55a868",
-    "exposed_transfer": "#c44e52",
-    "peer_wait": "#dd8452",
-    "backlog": "#937860",
-    "idle": "#c8c8c8",
-}
 _TASK_COLOURS = {"compute": "#4c72b0", "comm": "#c44e52", "cpu": "#8172b2"}
 #: most tasks drawn in one Gantt chart; past that, the longest ones.
 MAX_GANTT_TASKS = 200_000
@@ -107,62 +100,16 @@ def timeline_png(result: SimResult, path: str | Path, rank: int | None = None) -
     return out
 
 
-def breakdown_html(report: Report, path: str | Path) -> Path:
-    """A self-contained HTML page: breakdown bars per rank and the critical path's top."""
-    esc = html.escape
-    longest = max((r.breakdown.iteration_ns for r in report.ranks), default=0) or 1
-    bars = []
-    for r in sorted(report.ranks, key=lambda r: r.rank):
-        parts = r.breakdown.parts()
-        segs = "".join(
-            f'<span style="width:{100 * v / longest:.3f}%;background:{COLOURS[k]}" '
-            f'title="{PART_LABELS[k]}: {esc(fmt_ns(v))}"></span>'
-            for k, v in parts.items()
-            if v
-        )
-        bars.append(
-            f"<tr><td>{r.rank}</td><td>{esc(fmt_ns(r.iteration_time_ns))}</td>"
-            f"<td>{esc(fmt_ns(r.breakdown.iteration_ns))}</td>"
-            f'<td class="bar">{segs}</td></tr>'
-        )
-    legend = " ".join(
-        f'<span class="key" style="background:{c}"></span>{esc(PART_LABELS[k])}'
-        for k, c in COLOURS.items()
-    )
-    path_rows = ""
-    if report.critical_path is not None:
-        path_rows = "".join(
-            f"<tr><td>{esc(c.name)}</td><td>{esc(c.category)}</td>"
-            f"<td>{esc(fmt_ns(c.total_ns))}</td><td>{100 * c.share:.1f}%</td></tr>"
-            for c in report.critical_path.by_name(report.top)
-        )
-    page = f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>lumos: simulated step</title>
-<style>
-body{{font-family:sans-serif;margin:2em}} table{{border-collapse:collapse}}
-td,th{{padding:2px 8px;text-align:left}} td.bar{{width:60vw}}
-td.bar span{{display:inline-block;height:14px}}
-.key{{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px}}
-</style></head><body>
-<h1>Simulated step ({esc(report.mode)}): {esc(fmt_ns(report.iteration_time_ns))}</h1>
-<p>{legend}</p>
-<p>step: the CPU loop's window (what ProfilerStep measures); the bars split the
-GPU-inclusive step; idle means starved.</p>
-<table><tr><th>rank</th><th>step</th><th>GPU-incl.</th><th>breakdown</th></tr>{"".join(bars)}</table>
-<h2>Critical path: top contributors</h2>
-<table><tr><th>name</th><th>category</th><th>time</th><th>share</th></tr>{path_rows}</table>
-</body></html>
-"""
-    out = Path(path)
-    with atomic_write(out) as f:
-        f.write(page.encode("utf-8"))
-    return out
-
-
 def write_plots(
-    report: Report, result: SimResult, out_prefix: str | Path, *, png: bool = True
+    report: Report,
+    result: SimResult,
+    out_prefix: str | Path,
+    *,
+    png: bool = True,
+    context: Mapping[str, str] | None = None,
 ) -> list[Path]:
-    """Write `<prefix>.breakdown.html` and, with `png`, `<prefix>.breakdown.png` and
+    """Write `<prefix>.breakdown.html` (the report page, `html_report`; `context` says
+    what was simulated) and, with `png`, `<prefix>.breakdown.png` and
     `<prefix>.timeline.png`; returns the paths written.
 
     Raises MissingExtraError if `png` and matplotlib is not installed (the HTML page is
@@ -170,7 +117,7 @@ def write_plots(
     (then none of them is left).
     """
     prefix = str(out_prefix)
-    written = [breakdown_html(report, prefix + ".breakdown.html")]
+    written = [report_html(report, result, prefix + ".breakdown.html", context)]
     try:
         if png:
             written.append(breakdown_png(report, prefix + ".breakdown.png"))

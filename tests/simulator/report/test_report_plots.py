@@ -44,3 +44,26 @@ def test_pngs_are_written(tmp_path: Path) -> None:
     ]
     for p in paths[1:]:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
+
+
+def test_report_page_states_what_was_simulated_and_labels_the_slowest_rank(
+    tmp_path: Path,
+) -> None:
+    from lumos import __version__
+
+    result = simulated(overlap_rank(), late_peer_rank())
+    report = build_report(result)
+    context = {"inputs": "ets/", "hardware": "h100: HGX H100 nodes"}
+    (page,) = write_plots(report, result, tmp_path / "run", png=False, context=context)
+    text = page.read_text()
+    for fact in ("ets/", "h100: HGX H100 nodes", report.mode, __version__):
+        assert f"<td>{fact}</td>" in text, fact
+    slowest = report.slowest_rank
+    assert f"Timeline of the slowest rank: rank {slowest}" in text
+    assert f"<td>{slowest} (slowest)</td>" in text
+    rank = result.rank(slowest)
+    drawn = int((rank.tasks.end_ns > rank.tasks.start_ns).sum())
+    assert text.count("<rect ") == drawn  # every non-empty slice of that rank
+    assert "GPU compute" in text and "communication" in text  # the timeline's legend
+    # self-contained: no script, no stylesheet or image fetched from anywhere
+    assert "<script" not in text and "<link" not in text and "src=" not in text
