@@ -10,6 +10,7 @@ and flagged, so a planner sees how far off they are.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from itertools import product
@@ -60,9 +61,8 @@ def plan_key(plan: ParallelPlan) -> str:
 
 
 def _rule(message: str) -> str:
-    """The rule a ConfigError names, without the numbers (for counting)."""
-    text = message.removeprefix("plan: ")
-    return text.split(" must ")[0].split(" cannot ")[0].split(" needs ")[0].split(" is ")[0]
+    """The rule a ConfigError states, its numbers replaced by N (so equal rules count once)."""
+    return re.sub(r"\d+", "N", message.removeprefix("plan: "))
 
 
 def enumerate_plans(space: SweepSpace, model: ModelSpec, gpus_per_node: int) -> Enumeration:

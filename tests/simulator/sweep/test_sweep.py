@@ -70,6 +70,8 @@ def test_enumeration_applies_the_model_and_batch_rules() -> None:
     # tp4pp1: dp 4 ok (vp 4 without pp -> out); tp4pp4: dp 1 ok, vp 4 -> out; tp 8: heads -> out
     assert valid == {(1, 4, 1), (4, 1, 1), (4, 4, 1)}
     assert sum(found.rejected.values()) == found.grid_points - 3
+    assert found.rejected["virtual stages without pipeline parallelism"] == 3
+    assert not any(ch.isdigit() for rule in found.rejected for ch in rule)
 
 
 def test_unknown_option_is_a_clear_error() -> None:
