@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lumos.errors import ConfigError, MissingExtraError
+from lumos.errors import ConfigError, MissingExtraError, SimulationError
 
 if TYPE_CHECKING:
     import pandas
@@ -277,7 +277,13 @@ def simulate(
         cost_model=_cost_model(hw),
         estimate_missing=estimate_missing,
     )
-    result = _simulate(trace, options)
+    try:
+        result = _simulate(trace, options)
+    except OverflowError:
+        raise SimulationError(
+            "a simulated time exceeds 64-bit nanoseconds (292 years): check the bandwidths "
+            "and latencies of the hardware or ASTRA-sim config"
+        ) from None
     result.notes[:0] = [f"simulated a partial set: {p}" for p in partial]
     return Simulation(result, build_report(result))
 

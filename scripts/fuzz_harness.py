@@ -54,6 +54,10 @@ OUTCOMES = ("ok", "clean error", "traceback", "hang", "wrong result", "partial o
 CAPTURE = REPO / "tests" / "data" / "captures" / "ddp"
 
 
+#: kill cases whose signal arrived while `lumos convert` was still running.
+KILLED_MIDWAY: list[int] = []
+
+
 class Hang(BaseException):
     """Raised by the alarm in an in-process case that ran too long."""
 
@@ -646,7 +650,7 @@ def kill_cases(work: Path, rng: random.Random, count: int) -> Iterator[Case]:
         def case(k: int = k) -> str:
             out = work / f"kill{k}"
             sig = rng.choice((signal.SIGKILL, signal.SIGTERM))
-            delay = rng.uniform(0.3, 4.0)
+            delay = rng.uniform(0.1, 2.0)
             proc = subprocess.Popen(
                 [str(lumos), "convert", str(CAPTURE), "-o", str(out), "-j", "2", "-q"],
                 stdout=subprocess.DEVNULL,
@@ -657,6 +661,7 @@ def kill_cases(work: Path, rng: random.Random, count: int) -> Iterator[Case]:
             finished = proc.poll() is not None
             if not finished:
                 proc.send_signal(sig)
+                KILLED_MIDWAY.append(k)
             try:
                 _, err = proc.communicate(timeout=15)
             except subprocess.TimeoutExpired:
@@ -748,6 +753,7 @@ def _print(table: dict[str, Counter[str]], seconds: float) -> None:
     cells = " | ".join(str(total[o]) for o in OUTCOMES)
     print(f"| **all** | {sum(total.values())} | {cells} |")
     print(f"\n{sum(total.values())} cases in {seconds:.0f} s")
+    print(f"kill cases whose signal arrived mid-run: {len(KILLED_MIDWAY)}")
 
 
 if __name__ == "__main__":

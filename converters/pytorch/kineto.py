@@ -131,6 +131,10 @@ class KinetoTrace:
         return self.names[self.name[i]]
 
 
+#: |µs| above this overflows int64 nanoseconds (about 292 years).
+MAX_US = 9.2e15
+
+
 class BadNumber(ValueError):
     """A time field holds something that is not a number; `index` is its position."""
 
@@ -152,6 +156,9 @@ def ns_array(values: list[Any]) -> np.ndarray:
         return raw.astype(np.int64) * 1000
     if raw.dtype.kind != "f":
         raw = np.asarray([_float(i, v) for i, v in enumerate(values)], dtype=np.float64)
+    bad = np.flatnonzero(~(np.abs(raw) < MAX_US))  # NaN, infinite, or past int64 ns
+    if len(bad):
+        raise BadNumber(int(bad[0]), values[int(bad[0])])
     whole = np.trunc(raw)
     return whole.astype(np.int64) * 1000 + np.round((raw - whole) * 1000.0).astype(np.int64)
 
@@ -226,7 +233,9 @@ class _Columns:
         (a name or category that is not a string, args that are not an object)."""
         try:
             self._add_batch(batch)
-        except (TypeError, AttributeError) as exc:
+        except (TypeError, AttributeError, ValueError, OverflowError) as exc:
+            if isinstance(exc, TraceFormatError):
+                raise
             index, reason = _malformed(batch)
             raise TraceFormatError(
                 self.path, reason or f"malformed event: {exc}", where=f"event #{index} of a batch"
@@ -329,7 +338,10 @@ def load_kineto(source: TraceFile) -> KinetoTrace:
     meta = read_array_document(source, "traceEvents", columns.add_batch)
     devices = meta.get("deviceProperties") or []
     name = devices[0].get("name", "") if devices and isinstance(devices[0], dict) else ""
-    trace = KinetoTrace(source.path, distributed=dict(meta.get("distributedInfo") or {}))
+    info = meta.get("distributedInfo") or {}
+    if not isinstance(info, dict):
+        raise TraceFormatError(source.path, f"distributedInfo is {info!r:.60}, not an object")
+    trace = KinetoTrace(source.path, distributed=dict(info))
     trace.device_name = name
     columns.finish(trace)
     return trace
