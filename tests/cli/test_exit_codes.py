@@ -100,3 +100,16 @@ def test_truncated_plain_tar_is_one_error(tmp_path: Path) -> None:
     archive.write_bytes(archive.read_bytes()[:700])
     code, out = run("et", "validate", str(archive))
     assert code in (1, 3) and "set.tar" in out
+
+
+def test_time_past_64_bits_is_a_simulation_error(tmp_path: Path) -> None:
+    """Found by the fuzz harness: a 1e300 ns latency overflowed the scheduler's arrays."""
+    write_set(tmp_path / "set", 2)
+    system = fixture_path("astra-sim/examples/system/native_collectives/HGX-H100-validated.json")
+    network = tmp_path / "network.yml"
+    network.write_text("topology: [Ring]\nnpus_count: [2]\nbandwidth: [50.0]\nlatency: [1.0e+300]\n")
+    code, out = run(
+        "simulate", str(tmp_path / "set" / "t"),
+        "--astra-sim-system", str(system), "--astra-sim-network", str(network),
+    )  # fmt: skip
+    assert code == 5 and "exceeds 64-bit nanoseconds" in out

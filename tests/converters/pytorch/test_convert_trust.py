@@ -163,3 +163,24 @@ def test_negative_kineto_duration_is_named(tmp_path: Path) -> None:
     )
     with pytest.raises(TraceFormatError, match="'aten::mm': negative 'dur'"):
         convert([bad], tmp_path / "out")
+
+
+@pytest.mark.parametrize(
+    ("header", "event", "message"),
+    [
+        ('"distributedInfo": 1.5,', '"ts":10', "distributedInfo is 1.5, not an object"),
+        ("", '"ts":1e308', "'ts' is 1e+308, not a number of µs"),
+        ("", '"ts":10,"pid":1180591620717411303424', "malformed event"),
+    ],
+)
+def test_fuzz_found_kineto_values_are_named_errors(
+    tmp_path: Path, header: str, event: str, message: str
+) -> None:
+    """Found by scripts/fuzz_harness.py: each was a TypeError/OverflowError or garbage."""
+    bad = tmp_path / "rank0.kineto.json"
+    bad.write_text(
+        '{"schemaVersion": 1, ' + header + ' "traceEvents": [{"ph":"X","cat":"cpu_op",'
+        '"name":"aten::mm",' + event + ',"dur":5,"tid":1}]}'
+    )
+    with pytest.raises(TraceFormatError, match=re.escape(message)):
+        convert([bad], tmp_path / "out")
