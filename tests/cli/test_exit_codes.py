@@ -107,7 +107,9 @@ def test_time_past_64_bits_is_a_simulation_error(tmp_path: Path) -> None:
     write_set(tmp_path / "set", 2)
     system = fixture_path("astra-sim/examples/system/native_collectives/HGX-H100-validated.json")
     network = tmp_path / "network.yml"
-    network.write_text("topology: [Ring]\nnpus_count: [2]\nbandwidth: [50.0]\nlatency: [1.0e+300]\n")
+    network.write_text(
+        "topology: [Ring]\nnpus_count: [2]\nbandwidth: [50.0]\nlatency: [1.0e+300]\n"
+    )
     code, out = run(
         "simulate", str(tmp_path / "set" / "t"),
         "--astra-sim-system", str(system), "--astra-sim-network", str(network),
