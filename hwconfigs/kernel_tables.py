@@ -4,7 +4,9 @@ A few interpretable parameters, each with its source in the file: SM count and t
 output tile (wave quantisation), the fraction of tensor-core peak a GEMM main loop reaches
 per dtype, the prologue/epilogue cost of a GEMM as an equivalent K, flash-attention
 forward/backward efficiencies and query tile, the achieved fraction of HBM bandwidth for
-memory-bound kernels, a fixed per-kernel overhead, and the per-GPU workspace memory.
+memory-bound kernels, a fixed per-kernel overhead, the per-GPU workspace memory, and
+the SM clock a GPU sustains under multi-GPU training load as a fraction of the clock the
+efficiencies were measured at (tensor-core work slows with it; HBM traffic does not).
 Unknown keys are ConfigErrors with a "did you mean".
 """
 
@@ -38,6 +40,7 @@ class KernelPhysics:
     kernel_overhead_ns: float
     workspace_gb: float
     gemm_efficiency_fp8: float | None = None
+    sustained_clock_fraction: float = 1.0
 
 
 def _sources(value: Any, where: str) -> tuple[str, ...]:
@@ -79,6 +82,7 @@ _TABLE = {
     "memory_efficiency": (_fraction, REQUIRED),
     "kernel_overhead_ns": (non_negative, 0.0),
     "workspace_gb": (non_negative, 0.0),
+    "sustained_clock_fraction": (_fraction, 1.0),
 }
 
 

@@ -5,15 +5,20 @@ FLOP-count roofline misses:
 
 * GEMM (M, N, K, dtype): the output is cut into `gemm_tile` tiles, one CTA per SM per
   wave, so a GEMM takes `ceil(tiles / SMs)` waves (wave quantisation); each wave runs
-  the main loop at `η(dtype) · K / (K + k0)` of the SMs' tensor peak (`k0`: prologue and
-  epilogue as an equivalent K). Never faster than moving A, B and C through HBM.
+  the main loop at `η(dtype) · K / (K + k0)` of the SMs' tensor peak (`k0`: the
+  pipeline fill as an equivalent K). The epilogue streams the output through HBM after
+  the main loop: `out_bytes` per element (2 for a BF16 store, 8 when the weight gradient
+  accumulates into FP32 main gradients: read + write). Never faster than moving A, B and
+  C through HBM.
 * Flash attention: 4·B·H·Sq·Skv·D FLOPs forward (½ when causal), 2.5× that backward,
   query tiles of `attention_tile` rows quantised over the SMs, at the forward / backward
   efficiencies.
 * Memory-bound kernels (norms, element-wise, casts, optimizer): bytes over
   `memory_efficiency` × HBM bandwidth.
 
-Every kernel adds `kernel_overhead_ns`. Parameters: `hwconfigs/kernels/<gpu>.yaml`.
+Tensor-core work runs at `sustained_clock_fraction` of the clock the efficiencies were
+measured at (a GPU at its power limit in a busy node clocks down; HBM does not). Every
+kernel adds `kernel_overhead_ns`. Parameters: `hwconfigs/kernels/<gpu>.yaml`.
 """
 
 from __future__ import annotations
@@ -44,15 +49,16 @@ class KernelModel:
         return cls(gpu, physics or load_kernel_physics(gpu.name))
 
     def tensor_peak_flops_per_ns(self, dtype: str) -> float:
-        """Dense tensor-core peak for `dtype` (bf16 or fp8) in FLOP/ns.
+        """Dense tensor-core peak for `dtype` (bf16 or fp8) in FLOP/ns at the sustained clock.
 
         Raises ConfigError for FP8 on a GPU without FP8 tensor cores.
         """
+        clock = self.physics.sustained_clock_fraction
         if dtype == "fp8":
             if not self.gpu.peak_fp8_tflops or self.physics.gemm_efficiency_fp8 is None:
                 raise ConfigError(f"{self.gpu.name} has no FP8 tensor cores (or no FP8 efficiency)")
-            return self.gpu.peak_fp8_tflops * 1e3
-        return self.gpu.peak_bf16_tflops * 1e3
+            return self.gpu.peak_fp8_tflops * 1e3 * clock
+        return self.gpu.peak_bf16_tflops * 1e3 * clock
 
     def gemm_efficiency(self, dtype: str) -> float:
         p = self.physics
@@ -60,8 +66,11 @@ class KernelModel:
             return p.gemm_efficiency_fp8
         return p.gemm_efficiency_bf16
 
-    def gemm_ns(self, m: int, n: int, k: int, dtype: str = "bf16", batch: int = 1) -> float:
-        """Time of `batch` GEMMs C[m,n] = A[m,k] B[k,n] (inputs in `dtype`, output bf16)."""
+    def gemm_ns(
+        self, m: int, n: int, k: int, dtype: str = "bf16", batch: int = 1, out_bytes: int = 2
+    ) -> float:
+        """Time of `batch` GEMMs C[m,n] = A[m,k] B[k,n] (inputs in `dtype`; the epilogue
+        moves `out_bytes` per output element)."""
         if m <= 0 or n <= 0 or k <= 0:
             return 0.0
         p = self.physics
@@ -71,8 +80,10 @@ class KernelModel:
         eff = self.gemm_efficiency(dtype) * k / (k + p.gemm_k_overhead)
         per_sm = self.tensor_peak_flops_per_ns(dtype) / p.sm_count
         compute = waves * 2.0 * tm * tn * k / (per_sm * eff)
-        nbytes = batch * ((m * k + k * n) * BYTES.get(dtype, 2) + m * n * 2)
-        return max(compute, self.memory_ns(nbytes, overhead=False)) + p.kernel_overhead_ns
+        epilogue = self.memory_ns(batch * m * n * out_bytes, overhead=False)
+        nbytes = batch * ((m * k + k * n) * BYTES.get(dtype, 2) + m * n * out_bytes)
+        t = max(compute + epilogue, self.memory_ns(nbytes, overhead=False))
+        return t + p.kernel_overhead_ns
 
     def attention_ns(
         self,

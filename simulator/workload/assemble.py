@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lumos.simulator.graph import COMP, RankGraph
+from lumos.simulator.graph import RankGraph
 from lumos.simulator.workload.block import COLUMNS, Frozen
 
 
@@ -27,12 +27,10 @@ class Pieces:
     def add(self, blk: Frozen, first_waits: list[int] | tuple[int, ...] = ()) -> int:
         """Append `blk`; return its first node's global index."""
         start = self.n
-        types = blk.cols["type"]
-        comp = np.flatnonzero(types == COMP)
-        head = start + (int(comp[0]) if comp.size else 0)
+        head = start + max(blk.first_compute, 0)
         self.extra.extend((head, w) for w in first_waits if w >= 0)
-        if comp.size:
-            self._last_compute = start + int(comp[-1])
+        if blk.last_compute >= 0:
+            self._last_compute = start + blk.last_compute
         self.blocks.append(blk)
         self.starts.append(start)
         self.n += len(blk)
@@ -66,7 +64,8 @@ class Pieces:
         dst.append(order[1:][same])
         src.append(order[:-1][same])
         d, s = np.concatenate(dst), np.concatenate(src)
-        key = np.unique(d * self.n + s)  # drop duplicate edges
+        key = np.sort(d * self.n + s)
+        key = key[np.concatenate(([True], key[1:] != key[:-1]))]  # drop duplicate edges
         d, s = key // self.n, key % self.n
         ptr = np.zeros(self.n + 1, np.int64)
         np.cumsum(np.bincount(d, minlength=self.n), out=ptr[1:])

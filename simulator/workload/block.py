@@ -53,6 +53,8 @@ class Frozen:
     dep_dst: np.ndarray
     dep_src: np.ndarray
     marks: dict[str, int]
+    first_compute: int = -1
+    last_compute: int = -1
 
     def __len__(self) -> int:
         return len(self.name)
@@ -118,4 +120,7 @@ class Block:
     def freeze(self) -> Frozen:
         cols = {c: np.asarray(v, np.int64) for c, v in self.cols.items()}
         pairs = np.asarray(self.deps, np.int64).reshape(-1, 2)
-        return Frozen(cols, np.asarray(self.name, np.int32), pairs[:, 0], pairs[:, 1], self.marks)
+        comp = np.flatnonzero(cols["type"] == COMP)
+        first, last = (int(comp[0]), int(comp[-1])) if comp.size else (-1, -1)
+        name = np.asarray(self.name, np.int32)
+        return Frozen(cols, name, pairs[:, 0], pairs[:, 1], self.marks, first, last)

@@ -71,6 +71,7 @@ class Generator:
         self.chunk_layers = [base + (1 if v < extra else 0) for v in range(chunks)]
         self.first_layer = [sum(self.chunk_layers[:v]) for v in range(chunks)]
         self._blocks: dict[tuple[int, bool], Frozen] = {}
+        self._small: dict[tuple[object, ...], Frozen] = {}
 
     def vstage(self, stage: int, chunk: int) -> int:
         return chunk * self.plan.pp + stage
@@ -179,11 +180,14 @@ class Generator:
         peer = self._pp_peer(c, 1 if toward_next else -1)
         recv_v = v + (1 if st.forward else -1) if send else v
         tag = 2 * recv_v + (0 if st.forward else 1)
-        blk = Block(self.names)
-        name = ("send_" if send else "recv_") + ("activation" if st.forward else "gradient")
-        stream = PP_SEND if send else PP_RECV
-        blk.p2p(name, send, stream, self.ctx.pp_bytes, peer, tag, -1)
-        return pieces.add(blk.freeze(), first_waits=[after] if after >= 0 else [])
+        key = ("p2p", send, st.forward, peer, tag)
+        if key not in self._small:
+            blk = Block(self.names)
+            name = ("send_" if send else "recv_") + ("activation" if st.forward else "gradient")
+            stream = PP_SEND if send else PP_RECV
+            blk.p2p(name, send, stream, self.ctx.pp_bytes, peer, tag, -1)
+            self._small[key] = blk.freeze()
+        return pieces.add(self._small[key], first_waits=[after] if after >= 0 else [])
 
     def _grad_reduce(self, pieces: Pieces, after: int, params: int) -> int:
         blk = Block(self.names)

@@ -6,7 +6,8 @@ T_sp): norm → [all-gather] → QKV GEMM → RoPE → attention → output proj
 [reduce-scatter] → residual add. Without sequence parallelism the all-gathers vanish and
 the reduce-scatters become all-reduces. With TP-comm overlap the GEMM next to each
 collective is split into TP chunks, chunk j waiting only for its share (the ring-exchange
-pipelining of userbuffers). Backward mirrors it: data-gradient and weight-gradient GEMMs,
+pipelining of userbuffers: the all-gathered GEMM starts on the local shard, the
+reduce-scattered one sends each chunk's partial sums while the next chunk computes). Backward mirrors it: data-gradient and weight-gradient GEMMs,
 the input re-gathered for the weight gradient while the data gradient runs, and the data
 gradient's reduce-scatter overlapped with the weight-gradient GEMM (Megatron does both
 without any flag). Collectives run on the TP stream; `waits` make the consumer wait.
@@ -40,9 +41,14 @@ def gathered_gemm(
     if not ctx.sp:
         return blk.compute(name, *ctx.gemm(m, n, k, dtype))
     c = _chunks(ctx)
-    last = -1
-    for _ in range(c):
-        ag = blk.coll(f"{name}.all_gather", TP_STREAM, ALL_GATHER, ctx.act_bytes // c, TP, src)
+    if c == 1:
+        ag = blk.coll(f"{name}.all_gather", TP_STREAM, ALL_GATHER, ctx.act_bytes, TP, src)
+        return blk.compute(name, *ctx.gemm(m, n, k, dtype), waits=(ag,))
+    # ring exchange: the GEMM starts on the local shard while the next shard arrives
+    last = blk.compute(name, *ctx.gemm(m // c, n, k, dtype))
+    for _ in range(c - 1):  # each step brings one remote shard: (tp - 1) x size = a shard
+        size = ctx.act_bytes // (c - 1)
+        ag = blk.coll(f"{name}.all_gather", TP_STREAM, ALL_GATHER, size, TP, src)
         last = blk.compute(name, *ctx.gemm(m // c, n, k, dtype), waits=(ag,))
     return last
 
@@ -98,7 +104,7 @@ def _row_backward(blk: Block, ctx: Ctx, name: str, n: int, k: int) -> None:
     _cast(blk, ctx, f"{name}.grad", T * n)
     src = blk.last_compute
     gathered_gemm(blk, ctx, f"{name}.dgrad", (T, k, n), src, None)
-    blk.compute(f"{name}.wgrad", *ctx.gemm(k, n, T))
+    blk.compute(f"{name}.wgrad", *ctx.gemm(k, n, T, wgrad=True))
 
 
 def col_backward(
@@ -118,7 +124,7 @@ def col_backward(
     if t > 1:
         kind = REDUCE_SCATTER if ctx.sp else ALL_REDUCE
         red = (blk.coll(f"{name}.dgrad_reduce", TP_STREAM, kind, T * k * BF16, TP, dgrad),)
-    blk.compute(f"{name}.wgrad", *ctx.gemm(n, k, T, dtype), waits=(ag,))
+    blk.compute(f"{name}.wgrad", *ctx.gemm(n, k, T, dtype, wgrad=True), waits=(ag,))
     return red
 
 
