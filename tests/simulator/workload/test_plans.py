@@ -1,0 +1,77 @@
+"""Plan options change the generated step the way the frameworks do: TP-comm overlap,
+context parallelism (ring attention), ZeRO-3, interleaving, placement."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from lumos.hwconfigs.load import load_gpu
+from lumos.simulator.costmodel.kernels import KernelModel
+from lumos.simulator.graph import COLL, RECV, SEND
+from lumos.simulator.network.api import ALL_GATHER, REDUCE_SCATTER
+from lumos.simulator.workload import ParallelPlan, estimate, generate
+from lumos.simulator.workload.block import CP_RECV, CP_SEND, DP
+from lumos.simulator.workload.dims import Ctx
+from lumos.simulator.workload.memory import layer_activation_bytes
+from lumos.simulator.workload.plan import Layout
+from lumos.simulator.workload.spec import load_model
+
+BASE = ParallelPlan(tp=4, dp=2, mbs=1, gbs=4, seq=4096)
+
+
+def test_tp_overlap_hides_tensor_parallel_communication() -> None:
+    plain = estimate("llama3-8b", BASE)
+    overlap = estimate("llama3-8b", dataclasses.replace(BASE, tp_comm_overlap=True))
+    assert overlap.breakdown.exposed_tp_s < 0.5 * plain.breakdown.exposed_tp_s
+    assert overlap.iteration_time_s < plain.iteration_time_s
+
+
+def test_context_parallel_ring_attention() -> None:
+    plan = ParallelPlan(tp=2, cp=4, dp=1, mbs=1, gbs=2, seq=8192)
+    step = generate("llama3-8b", plan)
+    assert len(step.graphs) == 4  # one per CP rank (x 1 stage)
+    g = step.graphs[1]
+    sends = (g.type == SEND) & (g.stream == CP_SEND)
+    recvs = (g.type == RECV) & (g.stream == CP_RECV)
+    per_pass = 32 * (plan.cp - 1)  # layers x ring steps, forward and backward
+    assert int(sends.sum()) == int(recvs.sum()) == 2 * per_pass * plan.microbatches
+    lay = Layout(plan)
+    assert set(g.comm_peer[sends].tolist()) == {lay.rank(0, 2, 0, 0)}  # next on the ring
+    assert set(g.comm_peer[recvs].tolist()) == {lay.rank(0, 0, 0, 0)}  # previous
+    r = estimate("llama3-8b", plan)
+    assert r.breakdown.exposed_cp_s >= 0 and r.iteration_time_s > 0
+
+
+def test_zero3_gathers_every_layer_and_shards_memory() -> None:
+    z1 = ParallelPlan(tp=1, dp=8, mbs=1, gbs=8, seq=2048, zero=1)
+    z3 = dataclasses.replace(z1, zero=3)
+    g = generate("gpt3-1.3b", z3).graphs[0]
+    gathers = (g.type == COLL) & (g.group == DP) & (g.comm_type == ALL_GATHER)
+    scatters = (g.type == COLL) & (g.group == DP) & (g.comm_type == REDUCE_SCATTER)
+    # forward: embedding, 24 layers, output layer; backward: output layer, 24 layers (the
+    # embedding's backward is a scatter-add into its gradient and needs no weights)
+    assert int(gathers.sum()) == (1 + 24 + 1) + (1 + 24)
+    assert int(scatters.sum()) == 24
+    m1 = estimate("gpt3-1.3b", z1).memory
+    m3 = estimate("gpt3-1.3b", z3).memory
+    assert m3.weights_gb < m1.weights_gb / 2 and m3.gradients_gb == pytest.approx(
+        m1.gradients_gb / 8
+    )
+
+
+def test_rank_placement_tp_fastest_then_cp_pp_dp() -> None:
+    lay = Layout(ParallelPlan(tp=8, cp=2, pp=4, dp=2, gbs=8))
+    c = lay.coords(8 * 2 * 4 + 8 * 2 + 8 + 3)
+    assert (c.tp, c.cp, c.stage, c.dp) == (3, 1, 1, 1)
+    assert lay.tp_group(c) == tuple(range(88, 96))  # one node
+    assert len(set(lay.dp_group(c))) == 4  # DP x CP replicas share the gradients
+
+
+def test_pipeline_activation_memory_follows_in_flight_microbatches() -> None:
+    plan = ParallelPlan(tp=1, pp=4, dp=1, mbs=1, gbs=16, seq=2048)
+    mem = estimate("gpt3-1.3b", plan).memory
+    assert mem.stage == 0  # stage 0 holds pp micro-batches of its 6 layers
+    ctx = Ctx.make(load_model("gpt3-1.3b"), plan, KernelModel.for_gpu(load_gpu("h100_sxm")))
+    assert mem.activations_gb == pytest.approx(4 * 6 * layer_activation_bytes(ctx) / 1e9)
