@@ -25,19 +25,23 @@ def test_every_shipped_table_loads_with_sources(gpu: str) -> None:
 
 def test_wave_quantisation_one_tile_more_costs_a_wave(h100: KernelModel) -> None:
     tm, tn = h100.physics.gemm_tile
-    sms = h100.physics.sm_count
-    rows, cols = 12, sms // 12  # exactly one wave of tiles (132 = 12 x 11 on H100)
-    full = h100.gemm_ns(tm * rows, tn * cols, 8192)
-    spill = h100.gemm_ns(tm * rows + 1, tn * cols, 8192)  # one more tile row: a second wave
-    assert spill == pytest.approx(2 * full - h100.physics.kernel_overhead_ns, rel=1e-6)
+    rows, cols = 12, h100.physics.sm_count // 12  # exactly one wave of tiles (132 = 12 x 11)
+    m, n, k = tm * rows, tn * cols, 8192
+    overhead = h100.physics.kernel_overhead_ns
+
+    def main_loop(mm: int) -> float:  # without the fixed overhead and the HBM epilogue
+        return h100.gemm_ns(mm, n, k) - overhead - h100.memory_ns(mm * n * 2, overhead=False)
+
+    assert main_loop(m + 1) == pytest.approx(2 * main_loop(m), rel=1e-9)  # one more row: 2 waves
 
 
 def test_big_gemm_efficiency_approaches_the_plateau(h100: KernelModel) -> None:
     m = n = k = 16384
+    plateau = h100.physics.gemm_efficiency_bf16 * h100.physics.sustained_clock_fraction
     achieved = 2 * m * n * k / h100.gemm_ns(m, n, k) / 989.4e3
-    assert 0.9 * h100.physics.gemm_efficiency_bf16 < achieved <= h100.physics.gemm_efficiency_bf16
+    assert 0.9 * plateau < achieved <= plateau
     small_k = 2 * m * n * 256 / h100.gemm_ns(m, n, 256) / 989.4e3
-    assert small_k < 0.6 * achieved  # prologue/epilogue dominate short K loops
+    assert small_k < 0.8 * achieved  # the epilogue weighs on short K loops
 
 
 def test_fp8_gemm_faster_than_bf16_but_not_2x(h100: KernelModel) -> None:
@@ -68,3 +72,12 @@ def test_bad_physics_file_is_named(tmp_path: Path) -> None:
     path.write_text("gpu: x\nsources: [a]\nsm_count: 10\ngemm_tile: [128]\n")
     with pytest.raises(ConfigError, match=r"k.yaml: gemm_tile must be \[rows, cols\]"):
         load_kernel_physics(path)
+
+
+def test_fp32_accumulating_epilogue_costs_hbm_time(h100: KernelModel) -> None:
+    """A weight gradient accumulating into FP32 main grads reads and writes 8 B per
+    element after its main loop: with K = 2048 tokens that is a visible share."""
+    m, n, k = 12288, 12288, 2048
+    plain, acc = h100.gemm_ns(m, n, k), h100.gemm_ns(m, n, k, out_bytes=8)
+    assert acc - plain == pytest.approx(h100.memory_ns(m * n * 6, overhead=False), rel=1e-9)
+    assert 1.1 < acc / plain < 1.6
