@@ -1,0 +1,40 @@
+"""`lumos estimate -o DIR` writes the distinct ranks' ETs; `lumos simulate DIR` on them
+gives the estimate's step time back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lumos.cli.main import cli
+
+ARGS = [
+    "--model",
+    "llama2-7b",
+    "--tp",
+    "2",
+    "--pp",
+    "2",
+    "--dp",
+    "2",
+    "--gbs",
+    "8",
+    "--seq",
+    "2048",
+]
+
+
+def test_written_ets_simulate_to_the_estimated_step(tmp_path: Path) -> None:
+    out = tmp_path / "ets"
+    est = CliRunner().invoke(cli, ["estimate", *ARGS, "--hw", "h100", "-o", str(out), "--json"])
+    assert est.exit_code == 0, est.output
+    estimated = json.loads(est.stdout)["result"]["iteration_time_s"]
+    written = sorted(p.name for p in out.glob("*.et"))
+    assert written == ["estimate.0.et", "estimate.2.et"]  # tp 0 / dp 0 of the two stages
+    sim = CliRunner().invoke(cli, ["simulate", str(out), "--hw", "h100", "--json"])
+    assert sim.exit_code == 0, sim.output
+    simulated = json.loads(sim.stdout)["result"]["iteration_time_ns"] / 1e9
+    assert simulated == pytest.approx(estimated, rel=1e-3)
