@@ -100,8 +100,14 @@ def estimate_command(
     result = estimate(spec, plan, hw, gpus=gpus, et_dir=et_dir)
     if as_json:
         echo_json(result.to_json())
-    else:
-        _print(result)
+        return
+    _print(result)
+    if et_dir is not None:
+        n = result.stats["ranks_generated"]
+        click.echo(
+            f"  wrote {n} ETs (the distinct ranks of {plan.world}) to {et_dir}; "
+            f"`lumos simulate {et_dir} --hw {hw} --allow-partial` replays them"
+        )
 
 
 def _print(result: EstimateResult) -> None:

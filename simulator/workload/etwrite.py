@@ -4,13 +4,17 @@ Each node keeps its generated name, type, stream, duration (`duration_micros` an
 `dur_ns`), `num_ops` / `tensor_size` (so ASTRA-sim's roofline mode can price compute),
 and for communication `comm_type` / `comm_size` / `comm_src` / `comm_dst` / `comm_tag`
 and its process group as `pg_name` (an integer id, as ASTRA-sim wants) plus `pg_ranks`;
-the metadata lists every group (`process_groups`) and the world size. By default only
-the distinct ranks are written; `all_ranks` writes every rank (relabelled copies, see
-`ranks.expand`). Files are written atomically.
+the metadata lists every group (`process_groups`) and states the file's place in the job
+(`rank`, `world_size`, `node_count`, and a `set_id` derived from the model and plan). By
+default only the distinct ranks are written — a partial set, which readers take with
+`--allow-partial` (the simulator then prices every collective over its full group and
+gives the estimate's step time back); `all_ranks` writes every rank (relabelled copies,
+see `ranks.expand`). Files are written atomically.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +23,7 @@ import numpy as np
 
 from lumos.converters.chakra import conventions as cv
 from lumos.converters.chakra.attrs import make_attr
-from lumos.converters.chakra.stream import ET_SCHEMA_VERSION, write_et
+from lumos.converters.chakra.stream import ET_SCHEMA_VERSION, with_node_count, write_et
 from lumos.proto import pb
 from lumos.simulator.graph import COLL, COMP, RECV, SEND, RankGraph
 from lumos.simulator.workload.generate import GeneratedStep
@@ -88,18 +92,23 @@ def write_ets(
     graphs = expand(step, plan) if all_ranks else step.graphs
     gid = _group_ids(graphs)
     groups_json = json.dumps({str(v): list(k) for k, v in gid.items()})
+    key = json.dumps([model.name, plan.to_dict(), all_ranks], sort_keys=True)
+    set_id = "estimate-" + hashlib.sha1(key.encode()).hexdigest()[:12]
     paths = []
     for g in graphs:
         rep = step.rep[g.rank]
         meta = pb.GlobalMetadata(version=ET_SCHEMA_VERSION)
         meta.attr.extend(
             [
+                make_attr(cv.META_RANK, g.rank, "int64_val"),
+                make_attr(cv.META_SET_ID, set_id, "string_val"),
                 make_attr(cv.META_WORLD_SIZE, plan.world, "int64_val"),
                 make_attr(cv.META_PROCESS_GROUPS, groups_json, "string_val"),
                 make_attr("model", model.name, "string_val"),
             ]
         )
         path = out / f"{PREFIX}.{g.rank}.et"
+        meta = with_node_count(meta, len(g))
         write_et(path, meta, _nodes(g, step.flops[rep], step.nbytes[rep], gid))
         paths.append(path)
     return paths

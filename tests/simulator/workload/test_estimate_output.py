@@ -1,5 +1,5 @@
-"""`lumos estimate -o DIR` writes the distinct ranks' ETs; `lumos simulate DIR` on them
-gives the estimate's step time back."""
+"""`lumos estimate -o DIR` writes the distinct ranks' ETs — a partial, self-describing rank
+set; `lumos simulate DIR --allow-partial` on them gives the estimate's step time back."""
 
 from __future__ import annotations
 
@@ -34,7 +34,10 @@ def test_written_ets_simulate_to_the_estimated_step(tmp_path: Path) -> None:
     estimated = json.loads(est.stdout)["result"]["iteration_time_s"]
     written = sorted(p.name for p in out.glob("*.et"))
     assert written == ["estimate.0.et", "estimate.2.et"]  # tp 0 / dp 0 of the two stages
-    sim = CliRunner().invoke(cli, ["simulate", str(out), "--hw", "h100", "--json"])
+    refused = CliRunner().invoke(cli, ["simulate", str(out), "--hw", "h100"])
+    assert refused.exit_code != 0 and "6 of 8 ranks are missing" in refused.output
+    args = ["simulate", str(out), "--hw", "h100", "--allow-partial", "--json"]
+    sim = CliRunner().invoke(cli, args)
     assert sim.exit_code == 0, sim.output
     simulated = json.loads(sim.stdout)["result"]["iteration_time_ns"] / 1e9
     assert simulated == pytest.approx(estimated, rel=1e-3)
