@@ -18,6 +18,9 @@ from typing import Any
 import orjson
 import pytest
 import yaml
+
+pytest.importorskip("hypothesis", reason="the dev extra installs hypothesis")
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -114,7 +114,7 @@ def check_comm(
         comm_type = attrs.get("comm_type")
         if comm_type is None:
             bad("comm-type-missing", "collective without comm_type")
-        elif comm_type not in COMM_TYPES:
+        elif not isinstance(comm_type, int) or comm_type not in COMM_TYPES:
             bad("comm-type-unknown", f"comm_type {comm_type} is not a CollectiveCommType")
     if "comm_size" not in attrs:
         bad("comm-size-missing", "communication node without comm_size (bytes)")

@@ -99,6 +99,24 @@ CASES: dict[
         ),
         {"p2p-peer-unknown": "error"},
     ),
+    "comm_type_in_a_list_field": (  # found by the fuzz harness: was a TypeError
+        lambda r: (
+            meta(),
+            [
+                pb.Node(
+                    id=1,
+                    name="ar",
+                    type=pb.COMM_COLL_NODE,
+                    attr=[
+                        make_attr("is_cpu_op", False),
+                        make_attr("comm_type", [4], "int64_list"),
+                        make_attr("comm_size", 8),
+                    ],
+                )
+            ],
+        ),
+        {"attr-type": "error", "comm-type-unknown": "error"},
+    ),
     "two_groups_with_the_same_members": (
         lambda r: (meta(process_groups='{"a": [0, 1], "b": [0, 1]}'), [comp(1)]),
         {"pg-same-members": "warning"},
