@@ -39,26 +39,18 @@ def plan_from_dict(data: dict[str, Any]) -> ParallelPlan:
 def plan_memory_gb(model: str, plan: ParallelPlan, hw: str) -> tuple[float, bool]:
     """Memory per GPU of the busiest stage and whether it fits, without simulating.
 
-    Uses the generator's own accounting (weights, gradients, optimizer shards, the
-    schedule's in-flight activations, workspace) on the schedule alone, so it costs
-    milliseconds where a simulation costs seconds.
+    The estimator's own accounting (`plan_memory`: weights, gradients, optimizer
+    shards, the schedule's in-flight activations, workspace), which costs milliseconds
+    where a simulation costs seconds.
     """
     from lumos.hwconfigs.load import load_system
     from lumos.simulator.costmodel.kernels import KernelModel
     from lumos.simulator.workload.generate import Generator
-    from lumos.simulator.workload.memory import estimate_memory
-    from lumos.simulator.workload.schedule import in_flight, stage_order
     from lumos.simulator.workload.spec import load_model
+    from lumos.simulator.workload.step import plan_memory
 
     gen = Generator(load_model(model), plan, KernelModel.for_gpu(load_system(hw).gpu))
-    params, alive = [], []
-    for stage in range(plan.pp):
-        chunks = [gen.vstage(stage, c) for c in range(plan.vp)]
-        params.append(sum(sum(gen.chunk_params(v)) for v in chunks))
-        layers = sum(gen.chunk_layers[v] for v in chunks) / len(chunks)
-        order = stage_order(plan.pp, plan.vp, plan.microbatches, stage)
-        alive.append(in_flight(order) * layers)
-    memory = estimate_memory(gen.ctx, params, alive, gen.ctx.km.physics.workspace_gb)
+    memory = plan_memory(gen)
     return memory.total_gb, memory.fits
 
 

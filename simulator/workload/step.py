@@ -26,7 +26,7 @@ from lumos.simulator.workload.breakdown import Breakdown, breakdown
 from lumos.simulator.workload.generate import GeneratedStep, Generator
 from lumos.simulator.workload.memory import MemoryEstimate, estimate_memory
 from lumos.simulator.workload.plan import ParallelPlan, Precision
-from lumos.simulator.workload.schedule import in_flight
+from lumos.simulator.workload.schedule import in_flight, stage_order
 from lumos.simulator.workload.spec import ModelSpec, load_model
 
 ASSUMPTIONS = (
@@ -159,7 +159,7 @@ def estimate(
     peak = system.gpu.peak_fp8_tflops if plan.precision is Precision.FP8 else None
     peak = peak or system.gpu.peak_bf16_tflops
     achieved = flops / iteration / plan.world / 1e12
-    memory = _memory(gen, step)
+    memory = plan_memory(gen)
     return EstimateResult(
         model=spec.name,
         hardware=system.name,
@@ -182,13 +182,19 @@ def estimate(
     )
 
 
-def _memory(gen: Generator, step: GeneratedStep) -> MemoryEstimate:
+def plan_memory(gen: Generator) -> MemoryEstimate:
+    """Memory per GPU of the busiest stage of `gen`'s plan, from the schedule alone.
+
+    Each stage's in-flight activations come from its pipeline order (the order the
+    generator builds the stage's graph with), so this needs no generated graph and costs
+    milliseconds: the sweep sizes every plan with it before deciding to simulate.
+    """
     plan = gen.plan
     params, alive = [], []
     for stage in range(plan.pp):
         vs = [gen.vstage(stage, c) for c in range(plan.vp)]
         params.append(sum(sum(gen.chunk_params(v)) for v in vs))
-        rank = gen.layout.rank(0, 0, stage, 0)
         avg_layers = sum(gen.chunk_layers[v] for v in vs) / len(vs)
-        alive.append(in_flight(step.orders[rank]) * avg_layers)
+        order = stage_order(plan.pp, plan.vp, plan.microbatches, stage)
+        alive.append(in_flight(order) * avg_layers)
     return estimate_memory(gen.ctx, params, alive, gen.ctx.km.physics.workspace_gb)
