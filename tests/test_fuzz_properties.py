@@ -38,6 +38,7 @@ from lumos.converters.pytorch.kineto import load_kineto
 from lumos.errors import LumosError
 from lumos.hwconfigs.load import load_system
 from lumos.proto import pb
+from tests.astra_cases import RING_SYSTEM as SYSTEM
 
 FAST = settings(
     max_examples=15,
@@ -211,18 +212,6 @@ def test_kineto_loader_on_hostile_events(tmp_path: Path, events: list[dict[str, 
         load_kineto(TraceFile(str(path)))
 
 
-SYSTEM = {
-    "scheduling-policy": "LIFO",
-    "endpoint-delay": 10,
-    "active-chunks-per-dimension": 1,
-    "preferred-dataset-splits": 4,
-    "all-reduce-implementation": ["ring"],
-    "all-gather-implementation": ["ring"],
-    "reduce-scatter-implementation": ["ring"],
-    "all-to-all-implementation": ["ring"],
-    "collective-optimization": "localBWAware",
-    "local-mem-bw": 1600,
-}
 NETWORK = {"topology": ["Ring"], "npus_count": [8], "bandwidth": [50.0], "latency": [500.0]}
 
 

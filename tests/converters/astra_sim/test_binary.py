@@ -19,6 +19,7 @@ from lumos.converters.astra_sim.config_files import load_astra_network
 from lumos.converters.astra_sim.workload import ExportOptions
 from lumos.converters.chakra.stream import read_et, write_et
 from lumos.proto import pb
+from tests.astra_cases import RING_SYSTEM
 from tests.conftest import DATA, fixture_path
 from tests.converters.astra_sim.test_export import (
     MICRO,
@@ -109,20 +110,6 @@ def test_uneven_arrivals_end_members_one_after_another(
     )
     real, ours = both(tmp_path / "b", astra_bin[UNAWARE], 8)
     assert ours == real and len(set(real)) >= 3
-
-
-RING_SYSTEM = {
-    "scheduling-policy": "LIFO",
-    "endpoint-delay": 10,
-    "active-chunks-per-dimension": 1,
-    "preferred-dataset-splits": 4,
-    "all-reduce-implementation": ["ring"],
-    "all-gather-implementation": ["ring"],
-    "reduce-scatter-implementation": ["ring"],
-    "all-to-all-implementation": ["ring"],
-    "collective-optimization": "localBWAware",
-    "local-mem-bw": 1600,
-}
 
 
 def _by_duration_trace(folder: Path) -> Path:

@@ -27,25 +27,12 @@ from lumos.converters.astra_sim.config_files import (
     system_from_dict,
 )
 from lumos.errors import ConfigError
+from tests.astra_cases import RING_4CHUNKS
 from tests.conftest import fixture_path
 
 HGX_SYSTEM = "astra-sim/examples/system/native_collectives/HGX-H100-validated.json"
 HGX_NETWORK = "astra-sim/examples/network/analytical/HGX-H100-validated.yml"
 NO_MEMORY = "astra-sim/examples/remote_memory/analytical/no_memory_expansion.json"
-
-RING_4CHUNKS = {
-    "scheduling-policy": "LIFO",
-    "endpoint-delay": 10,
-    "active-chunks-per-dimension": 1,
-    "preferred-dataset-splits": 4,
-    "all-reduce-implementation": ["ring"],
-    "all-gather-implementation": ["ring"],
-    "reduce-scatter-implementation": ["ring"],
-    "all-to-all-implementation": ["ring"],
-    "collective-optimization": "localBWAware",
-    "local-mem-bw": 1600,
-    "boost-mode": 0,
-}
 
 
 def test_hgx_h100_example_loads() -> None:

@@ -11,22 +11,10 @@ from lumos.converters.chakra.attrs import get_attr
 from lumos.converters.chakra.stream import read_et
 from lumos.errors import SimulationError
 from lumos.simulator.network.astra import AstraPricer
+from tests.astra_cases import RING_4CHUNKS
 from tests.conftest import fixture_path
 
 MICRO = "astra-sim/examples/workload/microbenchmarks"
-RING_4CHUNKS = {
-    "scheduling-policy": "LIFO",
-    "endpoint-delay": 10,
-    "active-chunks-per-dimension": 1,
-    "preferred-dataset-splits": 4,
-    "all-reduce-implementation": ["ring"],
-    "all-gather-implementation": ["ring"],
-    "reduce-scatter-implementation": ["ring"],
-    "all-to-all-implementation": ["ring"],
-    "collective-optimization": "localBWAware",
-    "local-mem-bw": 1600,
-    "boost-mode": 0,
-}
 
 
 def _ring_network(npus: int, topology: str = "Ring") -> dict:
