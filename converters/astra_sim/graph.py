@@ -56,7 +56,7 @@ def build_rank_graph(rank: int, path: str, nodes: list[pb.Node]) -> RankGraph:
         index[node.id] = pos
     deps: list[list[int]] = []
     for node in nodes:
-        mine: list[int] = []
+        mine: dict[int, None] = {}  # ordered and de-duplicated in O(1) per edge (wide fan-in)
         for dep in (*node.data_deps, *node.ctrl_deps):
             at = index.get(dep)
             if at is None:
@@ -65,9 +65,9 @@ def build_rank_graph(rank: int, path: str, nodes: list[pb.Node]) -> RankGraph:
                     f"not in {path} (ASTRA-sim fails at load: 'not found in index'); "
                     "remove the dependency or add the node"
                 )
-            elif at not in mine:
-                mine.append(at)
-        deps.append(mine)
+            else:
+                mine[at] = None
+        deps.append(list(mine))
     if problems:
         raise ExportError(_join(problems))
     return RankGraph(rank, path, nodes, deps)
