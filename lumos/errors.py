@@ -6,9 +6,26 @@ Each error says which file, node or key it is about, so a user can act on it.
 
 from __future__ import annotations
 
+from typing import Any
+
+
+def _rebuild(cls: type[LumosError], args: tuple[object, ...], state: dict[str, Any]) -> LumosError:
+    """An error as `LumosError.__reduce__` saved it, without calling its `__init__`."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
 
 class LumosError(Exception):
-    """Base of every error lumos raises on purpose."""
+    """Base of every error lumos raises on purpose.
+
+    Pickles with its message and fields (a pool worker's error reaches the parent whole):
+    the default would call `__init__` again with the formatted message alone.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
 
 
 class TraceFormatError(LumosError):
