@@ -5,7 +5,8 @@ target (a symlink's target, not the link), created with the mode a plain `open` 
 give (0666 less the umask, or the replaced file's mode), renamed over the target only
 when complete. A full disk, a read-only folder, a directory or a device node where the
 file should go becomes one `OutputError` naming the path, and no `*.tmp` or empty file
-is left behind. `staging_dir` is the same for folders.
+is left behind. `staging_dir` is the same for folders. Before writing, the folder is
+swept of what killed runs left there (`lumos.leftovers`).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from pathlib import Path
 from typing import IO, cast
 
 from lumos.errors import OutputError
+from lumos.leftovers import TMP_SUFFIX, sweep, temp_name
 
-TMP_SUFFIX = ".lumos-tmp"
+__all__ = ["TMP_SUFFIX", "AtomicFile", "atomic_text", "atomic_write", "output_target"]
 
 
 def umask() -> int:
@@ -91,8 +93,8 @@ class AtomicFile:
             mode = stat.S_IMODE(os.stat(self.target).st_mode)
         except OSError:
             mode = 0o666 & ~umask()
-        name = f".{self.target.name}.{secrets.token_hex(4)}{TMP_SUFFIX}"
-        self.tmp = self.target.with_name(name)
+        sweep(self.target.parent)  # what killed runs left here
+        self.tmp = self.target.with_name(temp_name(self.target.name, secrets.token_hex(4)))
         try:
             fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             os.fchmod(fd, mode)

@@ -3,17 +3,18 @@
 A folder of outputs (a converted rank set, an export bundle) is written into a hidden
 staging folder first and moved into place when complete (the callers do the move).
 Staging folders get the permissions `mkdir` would give (0777 less the umask), not the
-0700 of `tempfile.mkdtemp`.
+0700 of `tempfile.mkdtemp`. Staging folders that killed runs left in the same place are
+removed first, by whichever writer comes next (`lumos.leftovers`).
 """
 
 from __future__ import annotations
 
-import os
 import secrets
 import shutil
 from pathlib import Path
 
 from lumos.errors import OutputError
+from lumos.leftovers import staging_name, sweep
 from lumos.outputs import describe
 
 
@@ -25,7 +26,8 @@ def staging_dir(target: Path, *, inside: Path | None = None) -> Path:
     parent = inside if inside is not None else target.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        folder = parent / f".{target.name}.{os.getpid()}.{secrets.token_hex(3)}.lumos-staging"
+        sweep(parent)
+        folder = parent / staging_name(target.name, secrets.token_hex(3))
         folder.mkdir(0o777)
     except OSError as exc:
         raise OutputError(f"{target}: cannot write: {describe(exc)}") from None

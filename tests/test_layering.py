@@ -29,6 +29,7 @@ COMMON = (
     "lumos.limits",
     "lumos.outputs",
     "lumos.staging",
+    "lumos.leftovers",
 )
 ALLOWED: dict[str, tuple[str, ...]] = {
     "lumos.proto": (),
@@ -70,8 +71,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "lumos.errors": (),
     "lumos.progress": (),
     "lumos.limits": (),
-    "lumos.outputs": (),
-    "lumos.staging": ("lumos.outputs",),
+    "lumos.outputs": ("lumos.leftovers",),
+    "lumos.leftovers": (),
+    "lumos.staging": ("lumos.outputs", "lumos.leftovers"),
     "lumos.version": (),
 }
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from lumos.converters.chakra.compressed import decompressing
 from lumos.converters.chakra.stream import EtReader
-from lumos.errors import TraceFormatError
+from lumos.errors import RankSetError, TraceFormatError
+from lumos.leftovers import in_stale_staging
 
 RANK_FILE = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et(?:\.gz)?$")
 
@@ -70,9 +71,18 @@ def find_et_sources(target: str | Path) -> list[EtSource]:
     """Resolve a folder, prefix, file or tar into per-rank sources, sorted by rank.
 
     Raises TraceFormatError if nothing matches, or a folder holds several prefixes
-    (the message lists them so the user can pick one).
+    (the message lists them so the user can pick one); RankSetError for a staging folder
+    (the unfinished output of a killed run).
     """
     path = Path(target)
+    if in_stale_staging(path):
+        raise RankSetError(
+            [
+                f"{target}: is in the hidden staging folder of a lumos run that was killed "
+                "before it finished, not a rank set; run the command that writes it again (the next "
+                "writer into its folder removes it)"
+            ]
+        )
     found: list[EtSource] = []
     if path.name.endswith(_RAW_SUFFIXES) or (
         path.is_dir()

@@ -31,6 +31,7 @@ import numpy as np
 from lumos import __version__
 from lumos.converters.chakra import conventions as cv
 from lumos.converters.chakra.attrs import make_attr
+from lumos.converters.chakra.set_output import rank_set_output
 from lumos.converters.pytorch import forked
 from lumos.converters.pytorch.comm import CommRecord, check_sequences, groups_from
 from lumos.converters.pytorch.comm_tasks import CommContext
@@ -42,14 +43,14 @@ from lumos.converters.pytorch.inputs import RankInputs, check_coverage, plan
 from lumos.converters.pytorch.json_stream import TraceFile
 from lumos.converters.pytorch.kineto import KinetoTrace, load_kineto
 from lumos.converters.pytorch.link import LinkReport, link
-from lumos.converters.pytorch.publish import publish, set_id_of, stage_for
+from lumos.converters.pytorch.publish import set_id_of
 from lumos.converters.pytorch.steps import StepInfo, StepWindow, choose_step
 from lumos.converters.pytorch.tasks import TaskKind, TaskTable, finalize
 from lumos.converters.pytorch.writer import NodeSource, metadata, write_et_file
 from lumos.errors import LinkError, TraceFormatError
 from lumos.limits import MAX_RANKS
 from lumos.progress import report
-from lumos.staging import remove_tree, safe_name
+from lumos.staging import safe_name
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,7 @@ def convert(
     jobs: int = 1,
     min_link_rate: float = MIN_LINK_RATE,
     allow_host_only: bool = False,
+    force: bool = True,
 ) -> ConvertResult:
     """Convert every rank's traces and write `<out_dir>/<prefix>.<rank>.et`.
 
@@ -129,7 +131,9 @@ def convert(
     to its Kineto trace (0 accepts any rate), before that rank's file is written, and
     if Kineto traces cover only some ranks (unless `allow_host_only`:
     those ranks' durations are then estimated, and counted in `problems`),
-    OutputError if the set cannot be written (nothing is then changed in `out_dir`).
+    OutputError if the set cannot be written (nothing is then changed in `out_dir`), or
+    `out_dir` already holds `<prefix>.*.et` files and `force` is off, or lumos did not
+    write them (`converters.chakra.set_output`).
     """
     safe_name(prefix)
     inputs = plan(paths)
@@ -150,9 +154,9 @@ def convert(
     records: list[CommRecord] = []
     all_groups: dict[str, tuple[int, ...]] = {}
     out = Path(out_dir)
-    stage = stage_for(out)
-    job = _Job(world, stage, prefix, step, set_id_of(inputs, world, step, prefix), min_link_rate)
-    try:
+    with rank_set_output(out, prefix, force=force) as stage:
+        set_id = set_id_of(inputs, world, step, prefix)
+        job = _Job(world, stage, prefix, step, set_id, min_link_rate)
         for summary, recs, groups in _each_rank(inputs, job, jobs):
             summary.path = str(out / Path(summary.path).name)
             result.ranks.append(summary)
@@ -162,9 +166,6 @@ def convert(
             log.info("rank %d: %d nodes -> %s", summary.rank, summary.nodes, summary.path)
             if on_rank is not None:
                 on_rank(summary)
-        publish(stage, out, prefix)
-    finally:
-        remove_tree(stage)
     if len(inputs) > 1:
         from lumos.converters.pytorch.comm import ProcessGroup
 

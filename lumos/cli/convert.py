@@ -12,8 +12,8 @@ from lumos.cli.main import echo_json, handle_errors, quiet
 from lumos.cli.options import check_output, force_option, json_option, output_option
 from lumos.cli.outputs import no_stdout
 from lumos.cli.progress import shown
+from lumos.converters.chakra.set_output import check_set_output
 from lumos.converters.pytorch.convert import MIN_LINK_RATE, RankSummary, convert
-from lumos.errors import LumosError
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +88,7 @@ def convert_cmd(
     by op). Host ETs alone convert too, but carry no durations: simulate them with --hw.
     """
     out = Path(no_stdout(output, "a converted rank set"))
-    if not force and out.is_dir() and any(out.glob(f"{prefix}.*.et")):
-        raise LumosError(f"{out} already holds {prefix}.*.et files; pass --force to replace them")
+    check_set_output(out, prefix, force=force)
     check_output(out, True, folder=True)
     lines: list[RankSummary] = []
     t0 = time.perf_counter()
@@ -103,6 +102,7 @@ def convert_cmd(
             jobs=jobs,
             min_link_rate=min_link_rate,
             allow_host_only=allow_host_only,
+            force=force,
         )
     log.info("converted %d rank(s) in %.2f s", len(lines), time.perf_counter() - t0)
     if as_json:

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 import click
 
 from lumos.cli.main import echo_json, handle_errors
-from lumos.cli.options import hw_option
+from lumos.cli.options import force_option, hw_option
+from lumos.cli.outputs import no_stdout
 
 if TYPE_CHECKING:
     from lumos.simulator.workload.step import EstimateResult
@@ -48,6 +49,7 @@ COUNT = click.IntRange(min=1)
     default=None,
     help="Write the distinct ranks' Chakra ETs into this folder.",
 )
+@force_option
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @handle_errors
 def estimate_command(
@@ -71,6 +73,7 @@ def estimate_command(
     hw: str,
     gpus: int | None,
     et_dir: str | None,
+    force: bool,
     as_json: bool,
 ) -> None:
     """Estimate a training step from a model config, a parallel plan and hardware."""
@@ -97,7 +100,9 @@ def estimate_command(
         overlap_param_gather=not no_param_overlap,
         flash_attention=not no_flash,
     )
-    result = estimate(spec, plan, hw, gpus=gpus, et_dir=et_dir)
+    if et_dir is not None:
+        no_stdout(et_dir, "the estimate's ETs")
+    result = estimate(spec, plan, hw, gpus=gpus, et_dir=et_dir, force=force)
     if as_json:
         echo_json(result.to_json())
         return

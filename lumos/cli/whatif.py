@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from lumos.cli.main import echo_json, handle_errors
-from lumos.cli.options import hw_option
+from lumos.cli.options import force_option, hw_option
+from lumos.cli.outputs import no_stdout
 from lumos.errors import ConfigError
 
 
@@ -56,6 +57,7 @@ def _pairs(values: tuple[str, ...], flag: str) -> tuple[tuple[int, float], ...]:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("-o", "--output", type=click.Path(), help="Write the edited ETs to this folder.")
 @click.option("--prefix", default="whatif", show_default=True, help="File prefix with -o.")
+@force_option
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--explain", is_flag=True, help="Print the structure that was recognised.")
 @handle_errors
@@ -79,10 +81,12 @@ def whatif_command(
     seed: int,
     output: str | None,
     prefix: str,
+    force: bool,
     as_json: bool,
     explain: bool,
 ) -> None:
     """Predict TRACE's step (folder, prefix, file or tar of .et files) after the edits."""
+    from lumos.converters.chakra.set_output import check_set_output
     from lumos.simulator.report.breakdown import breakdown
     from lumos.simulator.report.summary import PART_LABELS
     from lumos.simulator.whatif.api import WhatIf, run_whatif
@@ -108,8 +112,10 @@ def whatif_command(
         jitter=jitter,
         seed=seed,
     )
+    if output is not None:  # refuse before the work, not after it
+        check_set_output(Path(no_stdout(output, "edited ETs")), prefix, force=force)
     res = run_whatif(target, spec)
-    written = write_etset(res.edited, output, prefix) if output else []
+    written = write_etset(res.edited, output, prefix, force=force) if output else []
     base_bd = {b.rank: b for b in breakdown(res.base)}
     pred_bd = {b.rank: b for b in breakdown(res.predicted)}
     if as_json:

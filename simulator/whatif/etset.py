@@ -9,6 +9,7 @@ trace stays usable for the side-by-side comparison. From here a set is written b
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,7 +17,8 @@ from pathlib import Path
 from lumos.converters.chakra import conventions as cv
 from lumos.converters.chakra.attrs import get_attr, set_attr
 from lumos.converters.chakra.files import find_et_sources
-from lumos.converters.chakra.stream import write_et
+from lumos.converters.chakra.set_output import rank_set_output
+from lumos.converters.chakra.stream import with_node_count, write_et
 from lumos.errors import TraceFormatError
 from lumos.proto import pb
 from lumos.simulator.graph import RankGraph
@@ -80,15 +82,27 @@ def load_etset(target: str | Path) -> EtSet:
     return EtSet(tuple(sorted(ranks, key=lambda r: r.rank)), str(target))
 
 
-def write_etset(ets: EtSet, out_dir: str | Path, prefix: str = "whatif") -> list[Path]:
-    """Write `<out_dir>/<prefix>.<rank>.et` for every rank; return the paths."""
-    out = Path(out_dir)
-    paths = []
-    for r in ets.ranks:
-        path = out / f"{prefix}.{r.rank}.et"
-        write_et(path, r.metadata, r.nodes)
-        paths.append(path)
-    return paths
+def write_etset(
+    ets: EtSet, out_dir: str | Path, prefix: str = "whatif", *, force: bool = False
+) -> list[Path]:
+    """Write `<out_dir>/<prefix>.<rank>.et` for every rank, all at once; return the paths.
+
+    Each file states its rank, world size, node count, a fresh `set_id` and lumos as its
+    producer, so the set is checked like a converted one. Raises LumosError if `out_dir`
+    already holds `<prefix>.*.et` files and `force` is off (or lumos did not write them),
+    OutputError if the set cannot be written (`converters.chakra.set_output`).
+    """
+    from lumos import __version__
+
+    set_id = "whatif-" + secrets.token_hex(6)
+    names = [f"{prefix}.{r.rank}.et" for r in ets.ranks]
+    with rank_set_output(out_dir, prefix, force=force) as stage:
+        for r, name in zip(ets.ranks, names, strict=True):
+            meta = with_node_count(r.metadata, len(r.nodes))
+            set_attr(meta, cv.META_SET_ID, set_id, "string_val")
+            set_attr(meta, cv.META_PRODUCER, f"lumos {__version__} whatif", "string_val")
+            write_et(stage / name, meta, r.nodes)
+    return [Path(out_dir) / name for name in names]
 
 
 def process_groups(ets: EtSet) -> dict[str, tuple[int, ...]]:

@@ -9,7 +9,8 @@ the metadata lists every group (`process_groups`) and states the file's place in
 default only the distinct ranks are written — a partial set, which readers take with
 `--allow-partial` (the simulator then prices every collective over its full group and
 gives the estimate's step time back); `all_ranks` writes every rank (relabelled copies,
-see `ranks.expand`). Files are written atomically.
+see `ranks.expand`). The set is written all at once, replacing only an earlier one
+lumos wrote, and that only with `force` (`converters.chakra.set_output`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 
 from lumos.converters.chakra import conventions as cv
 from lumos.converters.chakra.attrs import make_attr
+from lumos.converters.chakra.set_output import rank_set_output
 from lumos.converters.chakra.stream import ET_SCHEMA_VERSION, with_node_count, write_et
 from lumos.proto import pb
 from lumos.simulator.graph import COLL, COMP, RECV, SEND, RankGraph
@@ -83,32 +85,39 @@ def write_ets(
     plan: ParallelPlan,
     out_dir: str | Path,
     all_ranks: bool = False,
+    *,
+    force: bool = False,
 ) -> list[Path]:
-    """Write the step's ETs into `out_dir`; return the paths written."""
+    """Write the step's ETs into `out_dir`, all at once; return the paths written.
+
+    Raises LumosError if `out_dir` already holds this prefix's ETs and `force` is off
+    (or lumos did not write them), OutputError if they cannot be written
+    (`converters.chakra.set_output`).
+    """
     from lumos.simulator.workload.ranks import expand
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     graphs = expand(step, plan) if all_ranks else step.graphs
     gid = _group_ids(graphs)
     groups_json = json.dumps({str(v): list(k) for k, v in gid.items()})
     key = json.dumps([model.name, plan.to_dict(), all_ranks], sort_keys=True)
     set_id = "estimate-" + hashlib.sha1(key.encode()).hexdigest()[:12]
     paths = []
-    for g in graphs:
-        rep = step.rep[g.rank]
-        meta = pb.GlobalMetadata(version=ET_SCHEMA_VERSION)
-        meta.attr.extend(
-            [
-                make_attr(cv.META_RANK, g.rank, "int64_val"),
-                make_attr(cv.META_SET_ID, set_id, "string_val"),
-                make_attr(cv.META_WORLD_SIZE, plan.world, "int64_val"),
-                make_attr(cv.META_PROCESS_GROUPS, groups_json, "string_val"),
-                make_attr("model", model.name, "string_val"),
-            ]
-        )
-        path = out / f"{PREFIX}.{g.rank}.et"
-        meta = with_node_count(meta, len(g))
-        write_et(path, meta, _nodes(g, step.flops[rep], step.nbytes[rep], gid))
-        paths.append(path)
+    with rank_set_output(out, PREFIX, force=force) as stage:
+        for g in graphs:
+            rep = step.rep[g.rank]
+            meta = pb.GlobalMetadata(version=ET_SCHEMA_VERSION)
+            meta.attr.extend(
+                [
+                    make_attr(cv.META_RANK, g.rank, "int64_val"),
+                    make_attr(cv.META_SET_ID, set_id, "string_val"),
+                    make_attr(cv.META_WORLD_SIZE, plan.world, "int64_val"),
+                    make_attr(cv.META_PROCESS_GROUPS, groups_json, "string_val"),
+                    make_attr("model", model.name, "string_val"),
+                ]
+            )
+            name = f"{PREFIX}.{g.rank}.et"
+            meta = with_node_count(meta, len(g))
+            write_et(stage / name, meta, _nodes(g, step.flops[rep], step.nbytes[rep], gid))
+            paths.append(out / name)
     return paths

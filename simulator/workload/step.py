@@ -128,15 +128,22 @@ def estimate(
     gpus: int | None = None,
     physics: KernelPhysics | None = None,
     et_dir: str | Path | None = None,
+    force: bool = False,
 ) -> EstimateResult:
     """Estimate one training step of `model` under `plan` on system `hw`.
 
-    `gpus`: cluster size (default: the plan's world size); `physics`: kernel parameters
-    instead of the shipped `hwconfigs/kernels/<gpu>.yaml`; `et_dir`: also write the
-    distinct ranks' Chakra ETs there. Raises ConfigError for a plan the model, batch or
-    hardware cannot take (FP8 on a GPU without it, too few GPUs).
+        `gpus`: cluster size (default: the plan's world size); `physics`: kernel parameters
+        instead of the shipped `hwconfigs/kernels/<gpu>.yaml`; `et_dir`: also write the
+        distinct ranks' Chakra ETs there (replacing an earlier estimate's only with `force`;
+    checked before any work: LumosError). Raises ConfigError for a plan the model, batch or
+        hardware cannot take (FP8 on a GPU without it, too few GPUs).
     """
     t0 = time.perf_counter()
+    if et_dir is not None:
+        from lumos.converters.chakra.set_output import check_set_output
+        from lumos.simulator.workload.etwrite import PREFIX
+
+        check_set_output(Path(et_dir), PREFIX, force=force)
     spec, system = _resolve(model, hw, gpus, plan.world)
     if plan.precision is Precision.FP8 and not system.gpu.peak_fp8_tflops:
         raise ConfigError(f"{system.gpu.name} has no FP8 tensor cores; use --precision bf16")
@@ -149,7 +156,7 @@ def estimate(
     if et_dir is not None:
         from lumos.simulator.workload.etwrite import write_ets
 
-        write_ets(step, spec, plan, et_dir)
+        write_ets(step, spec, plan, et_dir, force=force)
     by_rank = {r.rank: r for r in result.ranks}
     per_rank = {r: v.iteration_time_ns / 1e9 for r, v in by_rank.items()}
     slowest = max(by_rank.values(), key=lambda r: r.iteration_time_ns)
