@@ -68,6 +68,7 @@ def test_killed_convert_staging_is_removed_by_the_next_writer(tmp_path: Path) ->
     os.kill(proc.pid, signal.SIGKILL)
     assert proc.wait() == -signal.SIGKILL
     (stage,) = parent.glob(".out.*.lumos-staging")  # what the kill left
+    assert stage.is_dir()
     assert not (parent / "out").exists()
     trace = write_set(tmp_path / "set", 2)
     args = ["et", "graph", str(trace / "t.0.et"), "-o", str(parent / "g.dot")]
