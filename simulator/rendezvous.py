@@ -140,7 +140,10 @@ def match_p2p(
                     f"{gs.where(s[1])} sends {size_s} B but its receive {gr.where(r[1])} "
                     f"expects {size_r} B"
                 )
-            instances.append(Instance("p2p", -1, size_s, (key[0], key[1]), [s, r]))
+            # priced between the sender and its real peer: under folding the receive may
+            # belong to the peer's representative (a CP ring folds onto one rank)
+            pair = (key[0], int(gs.comm_peer[s[1]]))
+            instances.append(Instance("p2p", -1, size_s, pair, [s, r]))
         for k, i in s_list[len(r_list) :] + r_list[len(s_list) :]:
             problems.append(
                 f"{graphs[k].where(i)}: no matching "

@@ -50,6 +50,12 @@ COUNT = click.IntRange(min=1)
     help="Write the distinct ranks' Chakra ETs into this folder.",
 )
 @force_option
+@click.option(
+    "--exact",
+    is_flag=True,
+    help="Simulate every micro-batch (default: a long pipeline is simulated for a few "
+    "rounds and its steady state extrapolated, within 1 %).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @handle_errors
 def estimate_command(
@@ -74,6 +80,7 @@ def estimate_command(
     gpus: int | None,
     et_dir: str | None,
     force: bool,
+    exact: bool,
     as_json: bool,
 ) -> None:
     """Estimate a training step from a model config, a parallel plan and hardware."""
@@ -102,7 +109,7 @@ def estimate_command(
     )
     if et_dir is not None:
         no_stdout(et_dir, "the estimate's ETs")
-    result = estimate(spec, plan, hw, gpus=gpus, et_dir=et_dir, force=force)
+    result = estimate(spec, plan, hw, gpus=gpus, et_dir=et_dir, force=force, exact=exact)
     if as_json:
         echo_json(result.to_json())
         return

@@ -15,9 +15,17 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from lumos.errors import ConfigError, MissingExtraError
+from lumos.errors import ConfigError, MissingExtraError, SimulationError
+
+#: why a sweep called from a script needs the `__main__` guard (forkserver workers)
+GUARD = (
+    "the local executor's worker processes start by importing the main script (Python's "
+    "forkserver/spawn start methods), so a script that calls sweep() must do it under "
+    "`if __name__ == \"__main__\":` (docs/sweep.md, 'From a script')"
+)
 
 Point = dict[str, Any]
 Row = dict[str, Any]
@@ -32,8 +40,23 @@ def _worker_init() -> None:
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
 
 
+def refuse_in_worker_start() -> None:
+    """Raise ConfigError when called while a worker process imports the main script.
+
+    A script without the `__main__` guard would otherwise run its sweep again inside
+    every worker (opening the same journal) before multiprocessing refuses to start
+    processes there; failing first, with the reason, keeps the files untouched.
+    """
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise ConfigError(f"sweep() called inside a starting worker process: {GUARD}")
+
+
 def run_local(points: list[Point], work: Work, workers: int) -> Iterator[tuple[Point, Row]]:
-    """Run `work` over `points` in `workers` processes (in this process when 1)."""
+    """Run `work` over `points` in `workers` processes (in this process when 1).
+
+    Raises SimulationError when a worker process dies (killed, out of memory, or a
+    script without the `__main__` guard: see GUARD).
+    """
     if workers <= 1:
         for point in points:
             yield point, work(point)
@@ -51,7 +74,14 @@ def run_local(points: list[Point], work: Work, workers: int) -> Iterator[tuple[P
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
                     point = pending.pop(future)
-                    yield point, future.result()
+                    try:
+                        row = future.result()
+                    except BrokenProcessPool:
+                        raise SimulationError(
+                            f"a sweep worker process died (plan {point.get('key')}): killed, "
+                            f"out of memory, or it failed to start; {GUARD}"
+                        ) from None
+                    yield point, row
                     nxt = next(queue, None)
                     if nxt is not None:
                         pending[pool.submit(work, nxt)] = nxt

@@ -6,11 +6,15 @@ it pickles cheaply and the same row comes back whichever engine ran it.
 
 from __future__ import annotations
 
+import functools
 import traceback
 from typing import Any
 
 from lumos.errors import LumosError
+from lumos.hwconfigs.schema import SystemSpec
+from lumos.simulator.costmodel.kernels import KernelModel
 from lumos.simulator.workload.plan import ParallelPlan, Precision, Recompute
+from lumos.simulator.workload.spec import ModelSpec
 
 #: result columns after the plan's own parameters, in table order
 FIGURES = (
@@ -36,6 +40,20 @@ def plan_from_dict(data: dict[str, Any]) -> ParallelPlan:
     return ParallelPlan(**values)
 
 
+@functools.lru_cache(maxsize=8)
+def _job(model: str, hw: str) -> tuple[ModelSpec, SystemSpec, KernelModel]:
+    """The model, system and kernel model of a sweep, read once per worker process.
+
+    Every point of a sweep names the same model and hardware; reading their YAML for each
+    plan cost ~0.1 s, more than sizing a plan.
+    """
+    from lumos.hwconfigs.load import load_system
+    from lumos.simulator.workload.spec import load_model
+
+    system = load_system(hw)
+    return load_model(model), system, KernelModel.for_gpu(system.gpu)
+
+
 def plan_memory_gb(model: str, plan: ParallelPlan, hw: str) -> tuple[float, bool]:
     """Memory per GPU of the busiest stage and whether it fits, without simulating.
 
@@ -43,14 +61,11 @@ def plan_memory_gb(model: str, plan: ParallelPlan, hw: str) -> tuple[float, bool
     shards, the schedule's in-flight activations, workspace), which costs milliseconds
     where a simulation costs seconds.
     """
-    from lumos.hwconfigs.load import load_system
-    from lumos.simulator.costmodel.kernels import KernelModel
     from lumos.simulator.workload.generate import Generator
-    from lumos.simulator.workload.spec import load_model
     from lumos.simulator.workload.step import plan_memory
 
-    gen = Generator(load_model(model), plan, KernelModel.for_gpu(load_system(hw).gpu))
-    memory = plan_memory(gen)
+    spec, _, km = _job(model, hw)
+    memory = plan_memory(Generator(spec, plan, km))
     return memory.total_gb, memory.fits
 
 
@@ -71,7 +86,8 @@ def evaluate(point: dict[str, Any]) -> dict[str, Any]:
             memory_gb, fits = plan_memory_gb(point["model"], plan, point["hw"])
             if not fits:
                 return {**row, "memory_gb_per_gpu": memory_gb, "fits": False}
-        result = estimate(point["model"], plan, point["hw"], gpus=point["gpus"])
+        spec, system, km = _job(point["model"], point["hw"])
+        result = estimate(spec, plan, system, gpus=point["gpus"], physics=km.physics)
     except LumosError as exc:
         return {**row, "error": str(exc)}
     except Exception as exc:  # a bug in one plan must not end the sweep

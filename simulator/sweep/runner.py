@@ -17,7 +17,7 @@ from typing import Any
 from lumos import __version__
 from lumos.errors import ConfigError
 from lumos.hwconfigs.load import load_system
-from lumos.simulator.sweep.engines import Work, run_local, run_ray
+from lumos.simulator.sweep.engines import Work, refuse_in_worker_start, run_local, run_ray
 from lumos.simulator.sweep.evaluate import evaluate
 from lumos.simulator.sweep.journal import Journal
 from lumos.simulator.sweep.space import SweepSpace, enumerate_plans, plan_key
@@ -82,8 +82,10 @@ def run_journaled(
 ) -> tuple[list[dict[str, Any]], int, int]:
     """Run the points not yet in `output`'s journal; (rows of these points, resumed, ran).
 
-    Raises ConfigError for a journal of another sweep or an unknown executor.
+    Raises ConfigError for a journal of another sweep or an unknown executor, or when
+    called by a worker process importing an unguarded script (engines.GUARD).
     """
+    refuse_in_worker_start()
     journal = Journal(journal_path(output), {"space": identity, "lumos": __version__})
     todo = [p for p in points if p["key"] not in journal.done]
     resumed = len(points) - len(todo)

@@ -20,11 +20,10 @@ from lumos.hwconfigs.kernel_tables import KernelPhysics
 from lumos.hwconfigs.load import load_system
 from lumos.hwconfigs.schema import SystemSpec
 from lumos.simulator.costmodel.kernels import KernelModel
-from lumos.simulator.network.nccl import make_pricer
-from lumos.simulator.run import Mode, SimOptions, simulate
-from lumos.simulator.workload.breakdown import Breakdown, breakdown
+from lumos.simulator.workload.breakdown import Breakdown
 from lumos.simulator.workload.generate import GeneratedStep, Generator
 from lumos.simulator.workload.memory import MemoryEstimate, estimate_memory
+from lumos.simulator.workload.periodic import periodic_timing, sample_counts, simulate_step
 from lumos.simulator.workload.plan import ParallelPlan, Precision
 from lumos.simulator.workload.schedule import in_flight, stage_order
 from lumos.simulator.workload.spec import ModelSpec, load_model
@@ -129,14 +128,18 @@ def estimate(
     physics: KernelPhysics | None = None,
     et_dir: str | Path | None = None,
     force: bool = False,
+    exact: bool = False,
 ) -> EstimateResult:
     """Estimate one training step of `model` under `plan` on system `hw`.
 
-        `gpus`: cluster size (default: the plan's world size); `physics`: kernel parameters
-        instead of the shipped `hwconfigs/kernels/<gpu>.yaml`; `et_dir`: also write the
-        distinct ranks' Chakra ETs there (replacing an earlier estimate's only with `force`;
-    checked before any work: LumosError). Raises ConfigError for a plan the model, batch or
-        hardware cannot take (FP8 on a GPU without it, too few GPUs).
+    `gpus`: cluster size (default: the plan's world size); `physics`: kernel parameters
+    instead of the shipped `hwconfigs/kernels/<gpu>.yaml`; `et_dir`: also write the
+    distinct ranks' Chakra ETs there (replacing an earlier estimate's only with `force`;
+    checked before any work: LumosError). A pipeline with many micro-batches is simulated
+    with a few rounds of `pp` micro-batches and its steady state extrapolated
+    (`periodic`, within 1 % of the full simulation); `exact` (or `et_dir`) simulates every
+    micro-batch. Raises ConfigError for a plan the model, batch or hardware cannot take
+    (FP8 on a GPU without it, too few GPUs).
     """
     t0 = time.perf_counter()
     if et_dir is not None:
@@ -149,19 +152,15 @@ def estimate(
         raise ConfigError(f"{system.gpu.name} has no FP8 tensor cores; use --precision bf16")
     km = KernelModel.for_gpu(system.gpu, physics)
     gen = Generator(spec, plan, km)
-    step = gen.step()
-    t_gen = time.perf_counter()
-    result = simulate(step.graphs, SimOptions(mode=Mode.MODEL, pricer=make_pricer(system)))
-    t_sim = time.perf_counter()
-    if et_dir is not None:
-        from lumos.simulator.workload.etwrite import write_ets
+    if exact or et_dir is not None or sample_counts(plan) is None:
+        timing, step = simulate_step(gen, system)
+        if et_dir is not None:
+            from lumos.simulator.workload.etwrite import write_ets
 
-        write_ets(step, spec, plan, et_dir, force=force)
-    by_rank = {r.rank: r for r in result.ranks}
-    per_rank = {r: v.iteration_time_ns / 1e9 for r, v in by_rank.items()}
-    slowest = max(by_rank.values(), key=lambda r: r.iteration_time_ns)
-    graph = next(g for g in step.graphs if g.rank == slowest.rank)
-    iteration = result.iteration_time_ns / 1e9
+            write_ets(step, spec, plan, et_dir, force=force)
+    else:
+        timing = periodic_timing(spec, plan, km, system)
+    iteration = timing.iteration_ns / 1e9
     flops = model_flops_per_step(spec, plan)
     peak = system.gpu.peak_fp8_tflops if plan.precision is Precision.FP8 else None
     peak = peak or system.gpu.peak_bf16_tflops
@@ -177,15 +176,10 @@ def estimate(
         mfu=achieved / peak,
         model_tflops_per_gpu=achieved,
         memory=memory,
-        breakdown=breakdown(graph, slowest),
-        per_rank_s=per_rank,
+        breakdown=timing.breakdown,
+        per_rank_s={r: t / 1e9 for r, t in timing.per_rank_ns.items()},
         assumptions=list(ASSUMPTIONS),
-        stats={
-            "ranks_generated": len(step.graphs),
-            "nodes": sum(len(g) for g in step.graphs),
-            "generate_s": round(t_gen - t0, 3),
-            "simulate_s": round(t_sim - t_gen, 3),
-        },
+        stats={**timing.stats, "wall_s": round(time.perf_counter() - t0, 3)},
     )
 
 

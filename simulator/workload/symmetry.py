@@ -1,0 +1,70 @@
+"""Whether a generated step's ranks may be folded: equal graphs and equal prices.
+
+The generator already emits one rank per (pipeline stage, CP rank); with context
+parallelism the CP ranks of a stage still run identical graphs (load-balanced causal
+chunks), so the simulator's folding (`lumos.simulator.fold`) would simulate one of them
+— 4x fewer events at CP 4. Folding compares graphs, not placement, and is exact only when
+the pricer charges every member of a class what it charges the class's representative.
+The network model prices by placement: a CP ring of TP 4 x CP 4 on 8-GPU nodes has two
+links inside a node and two across nodes, so its ranks are not interchangeable although
+their graphs are. `foldable` says yes only when every member of every class pays, node
+for node, what its representative pays for each send and each collective.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from lumos.simulator.fold import find_folding
+from lumos.simulator.graph import COLL, SEND, RankGraph
+from lumos.simulator.network.api import CollectivePricer
+
+PEER_BITS = 24  # ranks and (group, type) pairs below 2**24; sizes below 2**39 bytes
+TYPE_BITS = 8
+
+
+def _per_node(keys: np.ndarray, price: Callable[[int], int]) -> np.ndarray:
+    """`price(key)` for each entry of `keys`, calling it once per distinct key."""
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    return np.asarray([price(k) for k in uniq.tolist()], np.int64)[inverse]
+
+
+def _prices(g: RankGraph, pricer: CollectivePricer) -> np.ndarray:
+    """The pricer's time of each send and each collective of `g`, in node order."""
+    sends = np.flatnonzero(g.type == SEND)
+    colls = np.flatnonzero(g.type == COLL)
+    # one int64 key per node: size in the high bits, then the peer (or group and type)
+    size_s = g.comm_size[sends].astype(np.int64)
+    peer_key = (size_s << PEER_BITS) | g.comm_peer[sends].astype(np.int64)
+    size_c = g.comm_size[colls].astype(np.int64)
+    group = g.group[colls].astype(np.int64) + 1  # -1 (no group) -> 0
+    coll_key = (size_c << PEER_BITS) | (group << TYPE_BITS) | g.comm_type[colls].astype(np.int64)
+    mask = (1 << PEER_BITS) - 1
+
+    def p2p(key: int) -> int:
+        return pricer.p2p_ns(key >> PEER_BITS, g.rank, key & mask)
+
+    def coll(key: int) -> int:
+        gi = ((key & mask) >> TYPE_BITS) - 1
+        ctype = key & ((1 << TYPE_BITS) - 1)
+        return pricer.collective_ns(ctype, key >> PEER_BITS, g.groups[gi]) if gi >= 0 else -1
+
+    return np.concatenate([_per_node(peer_key, p2p), _per_node(coll_key, coll)])
+
+
+def foldable(graphs: Sequence[RankGraph], pricer: CollectivePricer) -> bool:
+    """True when folding `graphs` is exact under `pricer` (some class has > 1 member and
+    every member's transfers cost what its representative's do)."""
+    folding = find_folding(graphs)
+    if not folding.folded:
+        return False
+    by_rank = {g.rank: g for g in graphs}
+    reference: dict[int, np.ndarray] = {}
+    for rank, rep in folding.rep.items():
+        if rep not in reference:
+            reference[rep] = _prices(by_rank[rep], pricer)
+        if rank != rep and not np.array_equal(_prices(by_rank[rank], pricer), reference[rep]):
+            return False
+    return True

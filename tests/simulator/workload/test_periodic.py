@@ -1,0 +1,121 @@
+"""The estimator's short paths against the full simulation: a many-micro-batch pipeline
+extrapolated from two short ones (`periodic`), and CP ranks folded only where the network
+charges them alike (`symmetry`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+
+import pytest
+from click.testing import CliRunner
+
+from lumos.cli.main import cli
+from lumos.hwconfigs.load import load_system
+from lumos.simulator.network.nccl import make_pricer
+from lumos.simulator.run import Mode, SimOptions, simulate
+from lumos.simulator.workload import ParallelPlan, Recompute, estimate, generate
+from lumos.simulator.workload.breakdown import Breakdown
+from lumos.simulator.workload.periodic import sample_counts
+from lumos.simulator.workload.symmetry import foldable
+
+TOLERANCE = 0.01  # the stated bound per plan; measured differences are below 1e-9
+
+# (model, plan): 1F1B and interleaved, DP overlap on and off, ZeRO 0 and 1, CP, PP 1
+PLANS = [
+    ("gpt3-1.3b", ParallelPlan(tp=2, pp=4, dp=2, mbs=1, gbs=32, seq=2048)),
+    ("gpt3-1.3b", ParallelPlan(tp=2, pp=4, vp=2, dp=2, mbs=1, gbs=48, seq=2048)),
+    (
+        "gpt3-1.3b",
+        ParallelPlan(
+            tp=1, pp=4, vp=3, dp=2, mbs=2, gbs=96, seq=2048, zero=0, overlap_grad_reduce=False
+        ),
+    ),
+    (
+        "gpt3-1.3b",
+        ParallelPlan(
+            tp=2, pp=2, dp=4, mbs=1, gbs=64, seq=2048, overlap_param_gather=False,
+            recompute=Recompute.FULL,
+        ),
+    ),
+    ("llama3-8b", ParallelPlan(tp=2, pp=2, cp=2, dp=2, mbs=1, gbs=16, seq=4096)),
+    ("gpt3-1.3b", ParallelPlan(tp=4, pp=1, dp=2, mbs=2, gbs=16, seq=2048)),
+]  # fmt: skip
+
+
+def _ids(case: tuple[str, ParallelPlan]) -> str:
+    m, p = case
+    return f"{m}-tp{p.tp}-pp{p.pp}-vp{p.vp}-cp{p.cp}-m{p.microbatches}-z{p.zero}"
+
+
+@pytest.mark.parametrize("case", PLANS, ids=_ids)
+def test_periodic_pipeline_matches_full_simulation(case: tuple[str, ParallelPlan]) -> None:
+    model, plan = case
+    assert sample_counts(plan) is not None  # each case takes the short path
+    fast = estimate(model, plan, "h100")
+    full = estimate(model, plan, "h100", exact=True)
+    assert fast.stats["microbatches_simulated"] == list(sample_counts(plan) or ())
+    assert "microbatches_simulated" not in full.stats
+    assert fast.stats["nodes"] < full.stats["nodes"]
+    assert fast.iteration_time_s == pytest.approx(full.iteration_time_s, rel=TOLERANCE)
+    assert fast.per_rank_s.keys() == full.per_rank_s.keys()
+    for rank, t in full.per_rank_s.items():
+        assert fast.per_rank_s[rank] == pytest.approx(t, rel=TOLERANCE)
+    assert fast.breakdown.rank == full.breakdown.rank
+    for f in fields(Breakdown):  # each part within 1 % of the step
+        got, want = getattr(fast.breakdown, f.name), getattr(full.breakdown, f.name)
+        assert abs(got - want) <= TOLERANCE * full.iteration_time_s, f.name
+    assert fast.memory == full.memory
+
+
+def test_sample_counts_reach_the_steady_state_on_every_stage() -> None:
+    # 1F1B: stage 0 warms up with pp - 1 forwards, so pp micro-batches already repeat
+    assert sample_counts(ParallelPlan(pp=4, dp=1, gbs=64)) == (4, 8)
+    # interleaved: stage 0 warms up with 2(pp-1) + (vp-1)pp chunk passes: 2pp needed
+    assert sample_counts(ParallelPlan(pp=4, vp=2, dp=1, gbs=64)) == (8, 12)
+    assert sample_counts(ParallelPlan(pp=4, vp=2, dp=1, gbs=20)) is None  # no saving
+    assert sample_counts(ParallelPlan(pp=1, dp=1, gbs=4)) == (1, 2)
+
+
+def _simulate(model: str, plan: ParallelPlan, fold: bool) -> dict[int, int]:
+    system = load_system("h100", num_nodes=max(plan.world // 8, 1))
+    step = generate(model, plan, system)
+    opts = SimOptions(mode=Mode.MODEL, pricer=make_pricer(system), fold=fold)
+    result = simulate(step.graphs, opts)
+    return {r.rank: r.iteration_time_ns for r in result.ranks}
+
+
+def test_cp_ranks_fold_when_every_ring_link_costs_the_same() -> None:
+    # TP 8 x CP 2: each CP peer sits on another node, both ring links cross nodes
+    plan = ParallelPlan(tp=8, pp=2, cp=2, dp=1, mbs=1, gbs=4, seq=8192)
+    system = load_system("h100", num_nodes=4)
+    step = generate("llama3-8b", plan, system)
+    assert foldable(step.graphs, make_pricer(system))
+    assert _simulate("llama3-8b", plan, fold=True) == _simulate("llama3-8b", plan, fold=False)
+    est = estimate("llama3-8b", plan, "h100", exact=True)
+    assert est.stats["ranks_simulated"] == 2 < est.stats["ranks_generated"] == 4
+
+
+def test_cp_ranks_do_not_fold_when_the_ring_straddles_nodes() -> None:
+    # TP 4 x CP 4 on 8-GPU nodes: ring links 0-4 and 8-12 inside a node, 4-8 and 12-0 across
+    plan = ParallelPlan(tp=4, cp=4, dp=1, mbs=1, gbs=2, seq=8192)
+    system = load_system("h100", num_nodes=2)
+    step = generate("llama3-8b", plan, system)
+    assert not foldable(step.graphs, make_pricer(system))
+    folded = _simulate("llama3-8b", plan, fold=True)  # what a blind fold would give
+    assert folded != _simulate("llama3-8b", plan, fold=False)
+    assert estimate("llama3-8b", plan, "h100").stats["ranks_simulated"] == 4
+
+
+def test_estimate_cli_takes_the_same_path() -> None:
+    args = ["estimate", "--model", "gpt3-1.3b", "--tp", "2", "--pp", "4", "--dp", "2"]
+    args += ["--gbs", "32", "--seq", "2048", "--json"]
+    out = CliRunner().invoke(cli, args)
+    assert out.exit_code == 0, out.output
+    result = json.loads(out.stdout)["result"]
+    assert result["stats"]["microbatches_simulated"] == [4, 8]
+    api = estimate("gpt3-1.3b", PLANS[0][1], "h100")
+    assert result["iteration_time_s"] == round(api.iteration_time_s, 6)
+    exact = CliRunner().invoke(cli, [*args, "--exact"])
+    assert exact.exit_code == 0, exact.output
+    assert "microbatches_simulated" not in json.loads(exact.stdout)["result"]["stats"]
