@@ -119,6 +119,8 @@ class Simulation:
                 rows.append(r | parts)
             return pd.DataFrame(rows).set_index("rank")
         if table == "ops":
+            if not self.raw.timelines:
+                raise ValueError("this run kept no per-node times (timelines=False)")
             frames = []
             for r in self.raw.ranks:
                 if r.folded_from is not None:
@@ -245,13 +247,15 @@ def simulate(
     estimate_missing: bool = False,
     ablate_sync: bool = False,
     allow_partial: bool = False,
+    timelines: bool = True,
 ) -> Simulation:
     """Simulate every rank of `trace` (folder, prefix, file or tar of .et files).
 
     `mode`: "replay" (recorded times), "model" (communication priced on `hw`), "astra"
     (ASTRA-sim compatible); default astra with ASTRA-sim configs, model with `hw`, else
     replay. The files must form the whole job (RankSetError otherwise) unless
-    `allow_partial`. Raises SimulationError (e.g. nothing but missing durations in a
+    `allow_partial`. `timelines=False` keeps no per-node times (step times and
+    breakdowns only, no critical path, no "ops" table; far less memory for huge jobs). Raises SimulationError (e.g. nothing but missing durations in a
     replay), ValidationError, ConfigError, TraceFormatError.
     """
     from lumos.converters.astra_sim.config_files import load_pg_ranks
@@ -276,6 +280,7 @@ def simulate(
         align_ranks=align_ranks,
         cost_model=_cost_model(hw),
         estimate_missing=estimate_missing,
+        timelines=timelines,
     )
     try:
         result = _simulate(trace, options)

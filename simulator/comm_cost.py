@@ -39,10 +39,12 @@ class CommCoster:
         self.pricer = pricer
         # clock[k]: absolute step start of graph k when the ranks share a clock
         self._clock = list(clock) if clock is not None else None
-        self._start = [g.start_ns.tolist() for g in graphs] if clock is not None else []
-        self._comm_dur = [g.comm_dur_ns.tolist() for g in graphs]
-        self._dur = [g.dur_ns.tolist() for g in graphs]
-        self._dur_us = [g.dur_us_ns.tolist() for g in graphs]
+        # the graphs' columns, read one member at a time (`.item`): whole-column lists
+        # would cost ~40 bytes a node of the job for the few nodes that communicate
+        self._start = [g.start_ns for g in graphs]
+        self._comm_dur = [g.comm_dur_ns for g in graphs]
+        self._dur = [g.dur_ns for g in graphs]
+        self._dur_us = [g.dur_us_ns for g in graphs]
         self._cache: dict[tuple[str, int, int, tuple[int, ...]], int] = {}
         #: instances whose time came from the pricer (for the result's notes)
         self.priced = 0
@@ -67,16 +69,16 @@ class CommCoster:
         if self.mode == "astra":
             if inst.kind == "p2p" or inst.comm_type in ASTRA_PRICED:
                 return self.price(inst)
-            return min(self._dur_us[k][i] for k, i in inst.members)
+            return min(self._dur_us[k].item(i) for k, i in inst.members)
         best = -1
         for k, i in inst.members:
-            d = self._comm_dur[k][i]
+            d = self._comm_dur[k].item(i)
             if d >= 0 and (best < 0 or d < best):
                 best = d
         if best >= 0:
             return best
         for k, i in inst.members:
-            d = self._dur[k][i]
+            d = self._dur[k].item(i)
             if d >= 0 and (best < 0 or d < best):
                 best = d
         if best >= 0:
@@ -98,8 +100,8 @@ class CommCoster:
             return None
         arrive, leave = [], []
         for k, i in inst.members:
-            start, dur = self._start[k][i], self._dur[k][i]
-            if start < 0 or dur < 0 or self._comm_dur[k][i] >= 0:
+            start, dur = self._start[k].item(i), self._dur[k].item(i)
+            if start < 0 or dur < 0 or self._comm_dur[k].item(i) >= 0:
                 return None
             arrive.append(self._clock[k] + start)
             leave.append(self._clock[k] + start + dur)

@@ -7,8 +7,9 @@ with a flag saying whether the edge *enqueues* the node. A GPU op launched by a 
 enters its stream's FIFO when that launch completes and then waits at the head for its
 other dependencies (its same-stream predecessor is implied by the FIFO and dropped);
 every other node enters its processor's queue when all its dependencies are done.
-All ranks are concatenated first and handled in one pass of array operations, so the
-cost does not grow with the number of ranks beyond their nodes.
+The plan is filled rank by rank into arrays allocated once for the whole job, in the
+narrowest types that hold the values, so planning costs ~55 bytes per node plus one
+rank's temporaries (`docs/speed.md`).
 """
 
 from __future__ import annotations
@@ -35,9 +36,10 @@ class Plan:
     """Everything the scheduler needs, indexed by global node/processor.
 
     Per node (numpy arrays, length n): `dur` (int64, ns; communication is timed per
-    instance instead), `gap`, `proc`, `role`, `indeg` / `enq` (dependency counts: all,
-    and those that enqueue the node), `wait_in_gap`, `match` (instance id, -1: none;
-    filled with `inst_dur`/`inst_members` by the caller). Successors in CSR form:
+    instance instead), `gap` (int64), `proc` (int32), `role` (int8), `indeg` / `enq`
+    (int32 dependency counts: all, and those that enqueue the node), `wait_in_gap`
+    (bool), `match` (int64 instance id, -1: none; filled with `inst_dur`/`inst_members`
+    by the caller). `run_plan` uses a plan up: it counts `indeg`/`enq` down in place. Successors in CSR form:
     `succ[succ_ptr[v]:succ_ptr[v + 1]]` = `4 * node + 2 * sole + enqueues`, `sole` when
     the edge is the node's only dependency (then no counter needs decrementing).
 
@@ -98,47 +100,19 @@ def compute_durations(g: RankGraph, astra: bool) -> np.ndarray:
     return np.maximum(g.dur_ns, 0)
 
 
-@dataclass(slots=True)
-class _Job:
-    """The simulated ranks' node arrays concatenated (global node and processor ids)."""
-
-    graphs: Sequence[RankGraph]
-    sizes: np.ndarray
-    offsets: np.ndarray
-    proc: np.ndarray
-    pkind: np.ndarray
-    on_stream: np.ndarray
-
-    def cat(self, name: str) -> np.ndarray:
-        return np.concatenate([getattr(g, name) for g in self.graphs])
-
-
-def _job(graphs: Sequence[RankGraph], assignments: Sequence[Assignment]) -> _Job:
-    sizes = np.asarray([len(g) for g in graphs], np.int64)
-    offsets = np.zeros(len(graphs) + 1, np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    n_procs = np.asarray([len(a.processors) for a in assignments], np.int64)
-    proc_base = np.repeat(np.cumsum(n_procs) - n_procs, sizes)
-    proc = np.concatenate([a.proc for a in assignments]).astype(np.int64) + proc_base
-    kinds = np.asarray([_KINDS.index(p.kind) for a in assignments for p in a.processors], np.int8)
-    on_stream = np.concatenate(
-        [
-            a.on_stream if a.on_stream is not None else g.stream >= 0
-            for g, a in zip(graphs, assignments, strict=True)
-        ]
-    )
-    return _Job(graphs, sizes, offsets, proc, kinds[proc], on_stream)
-
-
-def _edges(job: _Job, ablate: bool, native: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """All kept edges (src, dst, enqueue flag), global node ids, in dependency order."""
-    dep_ptr = [g.dep_ptr for g in job.graphs]
-    n = int(job.offsets[-1])
-    counts = np.concatenate([np.diff(p) for p in dep_ptr])
-    dst = np.repeat(np.arange(n, dtype=np.int64), counts)
-    per_rank = np.asarray([int(p[-1]) for p in dep_ptr], np.int64)
-    src = job.cat("dep_idx").astype(np.int64) + np.repeat(job.offsets[:-1], per_rank)
-    pk, proc = job.pkind, job.proc
+def _edges(
+    g: RankGraph,
+    pk: np.ndarray,
+    proc: np.ndarray,
+    on_stream: np.ndarray,
+    ablate: bool,
+    native: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rank's kept edges (src, dst, enqueue flag), local node indices, in dependency
+    order; `pk`/`proc`: each node's processor kind and (rank-local) processor."""
+    n = len(g)
+    dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(g.dep_ptr))
+    src = g.dep_idx.astype(np.int64)
     keep = np.ones(len(src), bool)
     if ablate:
         gpu_src = pk[src] == _GPU
@@ -147,7 +121,7 @@ def _edges(job: _Job, ablate: bool, native: bool) -> tuple[np.ndarray, np.ndarra
     if native:
         cpu_src = (pk[src] == _CPU) & keep
         launched = np.zeros(n, bool)
-        launched[dst[cpu_src & job.on_stream[dst]]] = True
+        launched[dst[cpu_src & on_stream[dst]]] = True
         lmask = launched[dst]
         keep &= ~(lmask & (proc[src] == proc[dst]))
         flag = ~lmask | cpu_src
@@ -156,26 +130,104 @@ def _edges(job: _Job, ablate: bool, native: bool) -> tuple[np.ndarray, np.ndarra
     return src[keep], dst[keep], flag[keep]
 
 
-def _roles(job: _Job, astra: bool, ablate: bool) -> tuple[np.ndarray, dict]:
-    """Role of every node, and the runtime-sync arguments (slot, kind, stream, event)."""
-    ntype = job.cat("type")
-    role = np.full(len(ntype), PLAIN, np.int64)
-    role[ntype == COLL] = COLLECTIVE
-    role[ntype == SEND] = P2P_SEND
-    role[ntype == RECV] = P2P_RECV
-    sync_args: dict[int, tuple[int, int, int, int]] = {}
+def _roles(g: RankGraph, slot: int, base: int, astra: bool, ablate: bool, plan: Plan) -> np.ndarray:
+    """Role of every node of the rank; adds its runtime syncs to `plan.sync_args` (global
+    node → slot, kind, stream, event)."""
+    role = np.full(len(g), PLAIN, np.int8)
+    role[g.type == COLL] = COLLECTIVE
+    role[g.type == SEND] = P2P_SEND
+    role[g.type == RECV] = P2P_RECV
     if not astra and not ablate:
-        kind = job.cat("sync_kind")
-        idx = np.flatnonzero(kind > 0)
+        idx = np.flatnonzero(g.sync_kind > 0)
         if len(idx):
-            role[idx] = _SYNC_ROLE[kind[idx]]
-            slot = np.searchsorted(job.offsets, idx, side="right") - 1
-            stream, event = job.cat("sync_stream")[idx], job.cat("sync_event")[idx]
+            kind = g.sync_kind[idx]
+            role[idx] = _SYNC_ROLE[kind]
             args = zip(
-                slot.tolist(), kind[idx].tolist(), stream.tolist(), event.tolist(), strict=True
+                kind.tolist(), g.sync_stream[idx].tolist(), g.sync_event[idx].tolist(), strict=True
             )
-            sync_args = dict(zip(idx.tolist(), args, strict=True))
-    return role, sync_args
+            for v, (k, stream, event) in zip((idx + base).tolist(), args, strict=True):
+                plan.sync_args[v] = (slot, k, stream, event)
+    return role
+
+
+def _empty_plan(
+    graphs: Sequence[RankGraph], assignments: Sequence[Assignment], astra: bool
+) -> Plan:
+    """A plan with its per-node arrays allocated (filled rank by rank) and its processors."""
+    sizes = [len(g) for g in graphs]
+    offsets = np.cumsum([0, *sizes]).tolist()
+    n = offsets[-1]
+    processors = [(k, p) for k, a in enumerate(assignments) for p in a.processors]
+    is_stream = [p.kind == ProcKind.GPU and p.key is not None for _, p in processors]
+    stream_of: list[dict[int, int]] = [{} for _ in graphs]
+    for j, (k, p) in enumerate(processors):
+        if is_stream[j]:
+            stream_of[k][p.key] = j  # type: ignore[index]
+    return Plan(
+        offsets=offsets,
+        proc_offsets=np.cumsum([0] + [len(a.processors) for a in assignments]).tolist(),
+        dur=np.empty(n, np.int64),
+        gap=np.zeros(n, np.int64),
+        proc=np.empty(n, np.int32),
+        role=np.empty(n, np.int8),
+        succ_ptr=np.zeros(n + 1, np.int64),
+        succ=np.zeros(0, np.int64),
+        indeg=np.empty(n, np.int32),
+        enq=np.empty(n, np.int32),
+        unlimited=[p.kind == ProcKind.META for _, p in processors],
+        is_stream=is_stream,
+        by_id=astra,
+        match=np.full(n, -1, np.int64),
+        wait_in_gap=np.zeros(n, bool),
+        stream_of=stream_of,
+    )
+
+
+def _add_rank(
+    plan: Plan, k: int, g: RankGraph, a: Assignment, astra: bool, ablate: bool
+) -> np.ndarray:
+    """Fill slot k's rows of the plan from its graph; returns its successor entries."""
+    lo, hi, p0 = plan.offsets[k], plan.offsets[k + 1], plan.proc_offsets[k]
+    kinds = np.asarray([_KINDS.index(p.kind) for p in a.processors], np.int8)
+    proc = a.proc
+    pk = kinds[proc]
+    on_stream = a.on_stream if a.on_stream is not None else g.stream >= 0
+    plan.dur[lo:hi] = compute_durations(g, astra)
+    plan.proc[lo:hi] = proc
+    plan.proc[lo:hi] += p0
+    is_cpu_thread = (pk == _CPU) & (g.tid >= 0)
+    if not astra:
+        plan.gap[lo:hi] = np.where(is_cpu_thread, g.gap_ns, 0)
+    role = _roles(g, k, lo, astra, ablate, plan)
+    comm = (role == COLLECTIVE) | (role == P2P_SEND) | (role == P2P_RECV)
+    plan.wait_in_gap[lo:hi] = is_cpu_thread & comm
+    src, dst, flag = _edges(g, pk, proc, on_stream, ablate, not astra)
+    is_early = np.zeros(len(src), bool)
+    lat = np.zeros(len(src), np.int64)
+    if not astra:
+        launch = flag & (pk[src] == _CPU) & on_stream[dst] & (role[src] == PLAIN)
+        s0, d0 = g.start_ns[src], g.start_ns[dst]
+        lat = d0 - s0
+        is_early = launch & (s0 >= 0) & (d0 >= 0) & (lat < g.dur_ns[src])
+        lat = np.maximum(lat, 0)
+    role[src[is_early]] = LAUNCH
+    plan.role[lo:hi] = role
+    first = len(plan.early_dst)
+    plan.early_dst += (dst[is_early] + lo).tolist()
+    early_src = (src[is_early] + lo).tolist()
+    for e, (v, latency) in enumerate(zip(early_src, lat[is_early].tolist(), strict=True)):
+        plan.early.setdefault(v, []).append((first + e, latency))
+    n = hi - lo
+    indeg = np.bincount(dst, minlength=n)
+    plan.indeg[lo:hi] = indeg
+    plan.enq[lo:hi] = np.bincount(dst[flag], minlength=n)
+    if early_src:
+        src, dst, flag = src[~is_early], dst[~is_early], flag[~is_early]
+    order = np.argsort(src, kind="stable")
+    sole = flag & (indeg[dst] == 1)
+    base = int(plan.succ_ptr[lo])
+    plan.succ_ptr[lo + 1 : hi + 1] = np.cumsum(np.bincount(src, minlength=n)) + base
+    return (dst[order] + lo) * 4 + sole[order] * 2 + flag[order]
 
 
 def build_plan(
@@ -184,62 +236,13 @@ def build_plan(
     astra: bool,
     ablate: bool,
 ) -> Plan:
-    """The global plan (communication and sync roles are filled in by the caller)."""
-    job = _job(graphs, assignments)
-    n = int(job.offsets[-1])
-    dur = np.concatenate([compute_durations(g, astra) for g in graphs]).astype(np.int64)
-    is_cpu_thread = (job.pkind == _CPU) & (job.cat("tid") >= 0)
-    gap = np.zeros(n, np.int64) if astra else np.where(is_cpu_thread, job.cat("gap_ns"), 0)
-    role, sync_args = _roles(job, astra, ablate)
-    in_gap = is_cpu_thread & ((role == COLLECTIVE) | (role == P2P_SEND) | (role == P2P_RECV))
-    src, dst, flag = _edges(job, ablate, not astra)
-    is_early = np.zeros(len(src), bool)
-    lat = np.zeros(len(src), np.int64)
-    if not astra:
-        launch = flag & (job.pkind[src] == _CPU) & job.on_stream[dst] & (role[src] == PLAIN)
-        start_ns, dur_ns = job.cat("start_ns"), job.cat("dur_ns")
-        s0, d0 = start_ns[src], start_ns[dst]
-        lat = d0 - s0
-        is_early = launch & (s0 >= 0) & (d0 >= 0) & (lat < dur_ns[src])
-        lat = np.maximum(lat, 0)
-    role[src[is_early]] = LAUNCH
-    early: dict[int, list[tuple[int, int]]] = {}
-    early_src, early_dst = src[is_early].tolist(), dst[is_early].tolist()
-    for e, (v, latency) in enumerate(zip(early_src, lat[is_early].tolist(), strict=True)):
-        early.setdefault(v, []).append((e, latency))
-    indeg = np.bincount(dst, minlength=n)
-    enq = np.bincount(dst[flag], minlength=n)
-    if early_src:
-        src, dst, flag = src[~is_early], dst[~is_early], flag[~is_early]
-    order = np.argsort(src, kind="stable")
-    sole = flag & (indeg[dst] == 1)
-    succ_ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(src, minlength=n), out=succ_ptr[1:])
-    processors = [(k, p) for k, a in enumerate(assignments) for p in a.processors]
-    is_stream = [p.kind == ProcKind.GPU and p.key is not None for _, p in processors]
-    stream_of: list[dict[int, int]] = [{} for _ in graphs]
-    for j, (k, p) in enumerate(processors):
-        if is_stream[j]:
-            stream_of[k][p.key] = j  # type: ignore[index]
-    proc_offsets = np.cumsum([0] + [len(a.processors) for a in assignments]).tolist()
-    return Plan(
-        offsets=job.offsets.tolist(),
-        proc_offsets=proc_offsets,
-        dur=dur,
-        gap=gap,
-        proc=job.proc,
-        role=role,
-        succ_ptr=succ_ptr,
-        succ=dst[order] * 4 + sole[order] * 2 + flag[order],
-        indeg=indeg,
-        enq=enq,
-        unlimited=[p.kind == ProcKind.META for _, p in processors],
-        is_stream=is_stream,
-        by_id=astra,
-        match=np.full(n, -1, np.int64),
-        wait_in_gap=in_gap,
-        sync_args=sync_args,
-        stream_of=stream_of,
-        early=early,
-        early_dst=early_dst,
-    )
+    """The global plan (communication and sync roles are filled in by the caller).
+
+    Built rank by rank into preallocated arrays, so its temporaries are one rank's."""
+    plan = _empty_plan(graphs, assignments, astra)
+    parts = [
+        _add_rank(plan, k, g, a, astra, ablate)
+        for k, (g, a) in enumerate(zip(graphs, assignments, strict=True))
+    ]
+    plan.succ = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    return plan

@@ -16,6 +16,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from lumos.simulator.graph import RankGraph
+    from lumos.simulator.report.breakdown import Breakdown
 
 
 class ProcKind(str, Enum):
@@ -96,6 +97,10 @@ class RankResult:
     When the run was folded (identical ranks simulated once), a rank that was not
     simulated itself shares its representative's `tasks` and `processors`;
     `folded_from` names that representative (None for simulated ranks).
+
+    A run that kept no timelines (`SimResult.timelines` false) has no task rows; its
+    `breakdown` was computed from the schedule before the per-node times were dropped
+    (None when the task table is there to compute it from).
     """
 
     rank: int
@@ -107,6 +112,7 @@ class RankResult:
     start_ns: int = 0
     gpu_inclusive_ns: int = -1
     gpu_free_ns: dict[int, int] = field(default_factory=dict)
+    breakdown: Breakdown | None = None
 
     def __post_init__(self) -> None:
         if self.gpu_inclusive_ns < self.iteration_time_ns:
@@ -134,6 +140,8 @@ class SimResult:
     "model" or "astra". `stats` holds run counters (nodes simulated, events, wall seconds).
     `notes` says, in words, what the numbers rest on where a reader could assume more
     (compute kept at its recorded time under `--hw`, durations that were missing).
+    `timelines` false: the run kept no per-node times and no graphs (`SimOptions.timelines`):
+    step times and breakdowns only, no critical path or timeline.
     """
 
     ranks: list[RankResult]
@@ -144,6 +152,7 @@ class SimResult:
     aligned: bool = False
     align_note: str = ""
     notes: list[str] = field(default_factory=list)
+    timelines: bool = True
 
     @property
     def gpu_inclusive_ns(self) -> int:

@@ -25,23 +25,25 @@ import numpy as np
 
 from lumos.errors import ConfigError, SimulationError, ValidationError
 from lumos.progress import report
-from lumos.simulator.align import align_ranks
+from lumos.simulator.align import Alignment, align_ranks
+from lumos.simulator.assemble import RankMeta, assemble
 from lumos.simulator.backlog import stream_backlog
 from lumos.simulator.comm_cost import ASTRA_PRICED, CommCoster
 from lumos.simulator.costmodel.estimate import estimate_graph, needs_estimates
 from lumos.simulator.costmodel.roofline import CostModel
 from lumos.simulator.fold import Folding, find_folding, identity
-from lumos.simulator.graph import COLL, RECV, SEND, RankGraph
+from lumos.simulator.graph import SEND, RankGraph
 from lumos.simulator.graph_checks import cycle_problems
+from lumos.simulator.heap import trim
 from lumos.simulator.load import load_graphs
 from lumos.simulator.network.api import CollectivePricer
 from lumos.simulator.plan import Plan, build_plan
 from lumos.simulator.processors import assign_processors
 from lumos.simulator.provenance import check_durations, durations, pricing_notes
 from lumos.simulator.rendezvous import Instance, match_collectives, match_p2p
-from lumos.simulator.result import RankResult, SimResult, TaskTable
+from lumos.simulator.result import ProcessorInfo, SimResult
 from lumos.simulator.scheduler import Schedule, run_plan
-from lumos.simulator.step_end import rank_end, step_tail
+from lumos.simulator.step_end import StepTail, step_tail
 from lumos.simulator.sync import RuntimeSync
 
 MAX_STUCK_LISTED = 10
@@ -69,7 +71,11 @@ class SimOptions:
     see `lumos.simulator.align`); None = in replay mode only; never in astra mode.
     `cost_model` prices compute with no measured duration (`dur_estimated`, or no
     duration but `num_ops`/`tensor_size`; see `lumos.simulator.costmodel.estimate`): always in
-    model mode, in replay mode only with `estimate_missing`.
+    model mode, in replay mode only with `estimate_missing`. `timelines`: keep every
+    node's simulated times and the graphs in the result (the critical path, timelines
+    and plots walk them); without, the graphs are released before the event loop and
+    each rank keeps its step times and breakdown (~95 instead of ~250 bytes a node for
+    the whole run: `docs/speed.md`).
     """
 
     mode: Mode = Mode.REPLAY
@@ -81,6 +87,7 @@ class SimOptions:
     align_ranks: bool | None = None
     cost_model: CostModel | None = None
     estimate_missing: bool = False
+    timelines: bool = True
 
 
 def simulate(
@@ -113,8 +120,70 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+@dataclass(slots=True)
+class _Prepared:
+    """A run ready for the event loop: the plan and what the result needs of the graphs
+    (the graphs themselves only when the result keeps timelines)."""
+
+    plan: Plan
+    sync: RuntimeSync | None
+    metas: list[RankMeta]
+    sim_metas: list[RankMeta]
+    processors: list[list[ProcessorInfo]]
+    tails: list[StepTail | None]
+    folding: Folding
+    alignment: Alignment
+    free: dict[int, dict[int, int]]
+    graphs: list[RankGraph] | None
+    notes: list[str]
+    t_load: float
+
+
 def _simulate(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: Mode) -> SimResult:
     t0 = time.perf_counter()
+    p = _prepare(source, opts, mode)  # without timelines, the graphs are gone on return
+    if p.graphs is None:
+        trim()
+    plan = p.plan
+    n, n_total = plan.n, sum(len(m.ids) for m in p.metas)
+    t_plan = time.perf_counter()
+    report("simulate", 0, n, "nodes")
+    schedule = run_plan(plan, p.sync)
+    t_run = time.perf_counter()
+    report("simulate", n, n, "nodes")
+    _check_complete(schedule, plan, p.sim_metas)
+    result = assemble(
+        p.metas, p.sim_metas, p.processors, p.tails, plan, schedule, p.folding, mode.value,
+        p.free, p.graphs,
+    )  # fmt: skip
+    result.aligned, result.align_note = p.alignment.aligned, p.alignment.reason
+    result.notes = p.notes
+    result.stats = {
+        "nodes_simulated": n,
+        "nodes_total": n_total,
+        "ranks_simulated": len(p.sim_metas),
+        "events": schedule.events,
+        "load_s": round(p.t_load - t0, 4),
+        "plan_s": round(t_plan - p.t_load, 4),
+        "run_s": round(t_run - t_plan, 4),
+        "fold_note": p.folding.reason,
+    }
+    log.info(
+        "%s: %d rank(s) (%d simulated), %d nodes, %d events; load %.2f s, plan %.2f s, run %.2f s",
+        mode.value,
+        len(p.metas),
+        len(p.sim_metas),
+        n,
+        schedule.events,
+        p.t_load - t0,
+        t_plan - p.t_load,
+        t_run - t_plan,
+    )
+    return result
+
+
+def _prepare(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: Mode) -> _Prepared:
+    """Load (or take) the graphs, validate and match them, and build the plan."""
     graphs = (
         load_graphs(source, opts.comm_groups, opts.repair)
         if isinstance(source, (str, Path))
@@ -163,37 +232,23 @@ def _simulate(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: 
     gpu = opts.cost_model.gpu.name if opts.cost_model is not None else None
     notes += pricing_notes(mode.value, priced, 0, gpu)
     sync = RuntimeSync(len(plan.unlimited), plan.stream_of) if plan.sync_args else None
-    t_plan = time.perf_counter()
-    report("simulate", 0, plan.n, "nodes")
-    schedule = run_plan(plan, sync)
-    t_run = time.perf_counter()
-    report("simulate", plan.n, plan.n, "nodes")
-    _check_complete(schedule, plan, sim_graphs)
-    result = _assemble(graphs, sim_graphs, assignments, plan, schedule, folding, mode, free)
-    result.aligned, result.align_note = alignment.aligned, alignment.reason
-    result.notes = notes
-    result.stats = {
-        "nodes_simulated": plan.n,
-        "nodes_total": sum(len(g) for g in graphs),
-        "ranks_simulated": len(sim_graphs),
-        "events": schedule.events,
-        "load_s": round(t_load - t0, 4),
-        "plan_s": round(t_plan - t_load, 4),
-        "run_s": round(t_run - t_plan, 4),
-        "fold_note": folding.reason,
-    }
-    log.info(
-        "%s: %d rank(s) (%d simulated), %d nodes, %d events; load %.2f s, plan %.2f s, run %.2f s",
-        mode.value,
-        len(graphs),
-        len(sim_graphs),
-        plan.n,
-        schedule.events,
-        t_load - t0,
-        t_plan - t_load,
-        t_run - t_plan,
+    metas = {g.rank: RankMeta.of(g) for g in graphs}
+    return _Prepared(
+        plan=plan,
+        sync=sync,
+        metas=list(metas.values()),
+        sim_metas=[metas[r] for r in folding.simulated],
+        processors=[a.processors for a in assignments],
+        tails=[
+            None if astra else step_tail(g, a) for g, a in zip(sim_graphs, assignments, strict=True)
+        ],
+        folding=folding,
+        alignment=alignment,
+        free=free,
+        graphs=graphs if opts.timelines else None,
+        notes=notes,
+        t_load=t_load,
     )
-    return result
 
 
 def _estimate(
@@ -268,7 +323,7 @@ def _attach_comms(
     return coster.priced
 
 
-def _check_complete(schedule: Schedule, plan: Plan, graphs: Sequence[RankGraph]) -> None:
+def _check_complete(schedule: Schedule, plan: Plan, graphs: Sequence[RankMeta]) -> None:
     stuck = np.flatnonzero(schedule.end < 0).tolist()
     if not stuck:
         return
@@ -282,69 +337,3 @@ def _check_complete(schedule: Schedule, plan: Plan, graphs: Sequence[RankGraph])
         f"simulation stalled with {len(stuck)} node(s) unfinished "
         "(a runtime dependency cycle across streams or ranks):\n  " + "\n  ".join(lines)
     )
-
-
-def _assemble(
-    graphs: Sequence[RankGraph],
-    sim_graphs: Sequence[RankGraph],
-    assignments: Sequence,
-    plan: Plan,
-    schedule: Schedule,
-    folding: Folding,
-    mode: Mode,
-    free: dict[int, dict[int, int]],
-) -> SimResult:
-    start, end, wait = schedule.start, schedule.end, schedule.wait
-    match = plan.match
-    own: dict[int, RankResult] = {}
-    for k, (g, a) in enumerate(zip(sim_graphs, assignments, strict=True)):
-        lo, hi = plan.offsets[k], plan.offsets[k + 1]
-        tasks = TaskTable(
-            node_id=g.ids,
-            start_ns=start[lo:hi],
-            end_ns=end[lo:hi],
-            wait_ns=wait[lo:hi],
-            proc=a.proc,
-            type=g.type,
-            is_comm=(g.type == SEND) | (g.type == RECV) | (g.type == COLL),
-            name_idx=g.name_idx,
-            match=match[lo:hi],
-            names=g.names,
-        )
-        t0 = plan.slot_start[k]
-        tail = None if mode is Mode.ASTRA else step_tail(g, a)
-        ends = rank_end(end[lo:hi], a.proc, tail)
-        own[g.rank] = RankResult(
-            g.rank,
-            ends.cpu_ns - t0 if hi > lo else 0,
-            a.processors,
-            tasks,
-            g.measured_step_ns,
-            start_ns=t0,
-            gpu_inclusive_ns=ends.all_ns - t0 if hi > lo else 0,
-            gpu_free_ns=free.get(k, {}),
-        )
-    ranks, out_graphs = [], []
-    by_rank = {g.rank: g for g in graphs}
-    for r in sorted(folding.rep):
-        rep = folding.rep[r]
-        base = own[rep]
-        if rep == r:
-            ranks.append(base)
-        else:
-            ranks.append(
-                RankResult(
-                    r,
-                    base.iteration_time_ns,
-                    base.processors,
-                    base.tasks,
-                    by_rank[r].measured_step_ns,
-                    folded_from=rep,
-                    start_ns=base.start_ns,
-                    gpu_inclusive_ns=base.gpu_inclusive_ns,
-                    gpu_free_ns=base.gpu_free_ns,
-                )
-            )
-        out_graphs.append(by_rank[rep])
-    total = max((r.iteration_time_ns for r in ranks), default=0)
-    return SimResult(ranks, total, mode.value, out_graphs)

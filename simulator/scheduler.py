@@ -15,10 +15,10 @@ leaves every simulated time of every fixture as it was.
 
 from __future__ import annotations
 
-from array import array
 from collections import deque
 from dataclasses import dataclass
 from heapq import heappop, heappush
+from typing import Any
 
 import numpy as np
 
@@ -55,40 +55,49 @@ class Schedule:
     events: int
 
 
-def _ints(values: np.ndarray) -> array:
-    """Read-only per-node integers as a machine-int array: reading one makes its Python
-    int on the spot, cheaper overall than `tolist()` making them all up front."""
-    return array("q", np.ascontiguousarray(values, np.int64).tobytes())
+def _view(values: np.ndarray) -> Any:
+    """A numpy array's own memory as a flat memoryview: indexing it reads or writes one
+    Python int in place (as cheap as a list on this loop, without a Python int object
+    per node: a list of the plan's columns would cost ~40 bytes a node)."""
+    assert values.flags.c_contiguous
+    raw: Any = memoryview(values.data).cast("B")
+    return raw.cast(values.dtype.char)
 
 
 def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
-    """Simulate the plan to completion (or until nothing can move: see `Schedule.end`)."""
+    """Simulate the plan to completion (or until nothing can move: see `Schedule.end`).
+
+    Uses the plan up: its dependency counters are counted down in place, and the
+    durations of non-PLAIN nodes are moved out of `plan.dur` (-1 there afterwards)."""
     n = plan.n
     # plain_dur[v]: the duration of a PLAIN node (>= 0: compute_durations), -1 for others (one
     # lookup on the hot path tells both); theirs are in special_dur
-    is_plain = plan.role == PLAIN
-    plain_dur = _ints(np.where(is_plain, plan.dur, -1))
-    others = np.flatnonzero(~is_plain)
+    others = np.flatnonzero(plan.role != PLAIN)
     special_dur = dict(zip(others.tolist(), plan.dur[others].tolist(), strict=True))
-    gap, proc, role = _ints(plan.gap), plan.proc.tolist(), plan.role.tolist()
-    succ_ptr, succ = _ints(plan.succ_ptr), _ints(plan.succ)
-    indeg, enq = plan.indeg.tolist(), plan.enq.tolist()
+    plan.dur[others] = -1
+    plain_dur = _view(plan.dur)
+    gap, proc, role = _view(plan.gap), _view(plan.proc), _view(plan.role)
+    succ_ptr, succ = _view(plan.succ_ptr), _view(plan.succ)
+    indeg, enq = _view(plan.indeg), _view(plan.enq)
     unlimited, is_stream, by_id = plan.unlimited, plan.is_stream, plan.by_id
     inst_dur, inst_members = plan.inst_dur, plan.inst_members
     inst_exit = plan.inst_exit or [None] * len(inst_dur)
     inst_finish = plan.inst_finish
     has_match = np.flatnonzero(plan.match >= 0)
     match = dict(zip(has_match.tolist(), plan.match[has_match].tolist(), strict=True))
-    wait_in_gap = plan.wait_in_gap.tolist()
+    wait_in_gap = _view(plan.wait_in_gap)
     early_dst = plan.early_dst
     n_procs = len(unlimited)
     busy = [False] * n_procs
     last_end = [0] * n_procs
     queues: list = [[] if by_id else deque() for _ in range(n_procs)]
     dispatching = [False] * n_procs
-    # machine-int arrays: a little dearer to write than lists, but they become numpy
-    # arrays for free (a list of scattered ints converts slowly)
-    start, end, wait = array("q", [-1]) * n, array("q", [-1]) * n, array("q", [0]) * n
+    start_ns, end_ns, wait_ns = (
+        np.full(n, -1, np.int64),
+        np.full(n, -1, np.int64),
+        np.zeros(n, np.int64),
+    )
+    start, end, wait = _view(start_ns), _view(end_ns), _view(wait_ns)
     n_inst = len(inst_dur)
     arrived, latest = [0] * n_inst, [0] * n_inst
     msg_at, sent_at, posted = [-1] * n_inst, [-1] * n_inst, [-1] * n_inst
@@ -378,8 +387,11 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
                 heappush(heap, (s << shift) | (u << 3) | START)
             else:
                 special(u, s)
-    start_ns, end_ns = np.frombuffer(start, np.int64), np.frombuffer(end, np.int64)
-    plain = (plan.role == PLAIN) & (start_ns >= 0)
-    end_ns[plain] = start_ns[plain] + plan.dur[plain]
+    for view in (start, end, wait, plain_dur, gap, proc, role, succ_ptr, succ, indeg, enq):
+        view.release()
+    wait_in_gap.release()
+    plain = plan.role == PLAIN
+    plain &= start_ns >= 0
+    np.add(start_ns, plan.dur, out=end_ns, where=plain)
     events = other + int(np.count_nonzero(end_ns >= 0))
-    return Schedule(start_ns, end_ns, np.frombuffer(wait, np.int64), events)
+    return Schedule(start_ns, end_ns, wait_ns, events)

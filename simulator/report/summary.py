@@ -84,19 +84,20 @@ class Report:
 
 
 def build_report(result: SimResult, *, top: int = 10, with_critical_path: bool = True) -> Report:
-    """Assemble the report of a run: breakdown of every rank, critical path top `top`."""
+    """Assemble the report of a run: breakdown of every rank, critical path top `top`
+    (none for a run that kept no timelines: `SimResult.timelines`)."""
     ranks = tuple(
         RankSummary(
             rank=r.rank,
             iteration_time_ns=r.iteration_time_ns,
-            breakdown=rank_breakdown(r),
+            breakdown=r.breakdown if r.breakdown is not None else rank_breakdown(r),
             measured_step_ns=r.measured_step_ns,
             folded_from=r.folded_from,
             gpu_inclusive_ns=r.gpu_inclusive_ns,
         )
         for r in result.ranks
     )
-    path = critical_path(result) if with_critical_path else None
+    path = critical_path(result) if with_critical_path and result.timelines else None
     return Report(result.mode, result.iteration_time_ns, ranks, path, top, dict(result.stats))
 
 
