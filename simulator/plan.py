@@ -20,12 +20,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lumos.simulator.graph import COLL, RECV, SEND, RankGraph, SyncKind
+from lumos.simulator.heap import trim
 from lumos.simulator.processors import Assignment
 from lumos.simulator.result import ProcKind
 
 PLAIN, COLLECTIVE, P2P_SEND, P2P_RECV, SYNC_WAIT, EVENT_RECORD, STREAM_WAIT, LAUNCH = range(8)
 _KINDS = list(ProcKind)
 _CPU, _GPU = _KINDS.index(ProcKind.CPU), _KINDS.index(ProcKind.GPU)
+#: released graphs' nodes between two heap trims while a plan fills (~40 MB of columns)
+TRIM_NODES = 250_000
 _SYNC_ROLE = np.full(max(SyncKind) + 1, SYNC_WAIT, np.int64)
 _SYNC_ROLE[SyncKind.EVENT_RECORD] = EVENT_RECORD
 _SYNC_ROLE[SyncKind.STREAM_WAIT_EVENT] = STREAM_WAIT
@@ -150,9 +153,7 @@ def _roles(g: RankGraph, slot: int, base: int, astra: bool, ablate: bool, plan: 
     return role
 
 
-def _empty_plan(
-    graphs: Sequence[RankGraph], assignments: Sequence[Assignment], astra: bool
-) -> Plan:
+def empty_plan(graphs: Sequence[RankGraph], assignments: Sequence[Assignment], astra: bool) -> Plan:
     """A plan with its per-node arrays allocated (filled rank by rank) and its processors."""
     sizes = [len(g) for g in graphs]
     offsets = np.cumsum([0, *sizes]).tolist()
@@ -231,18 +232,30 @@ def _add_rank(
 
 
 def build_plan(
-    graphs: Sequence[RankGraph],
-    assignments: Sequence[Assignment],
+    plan: Plan,
+    graphs: list[RankGraph],
+    assignments: list[Assignment],
     astra: bool,
     ablate: bool,
-) -> Plan:
-    """The global plan (communication and sync roles are filled in by the caller).
-
-    Built rank by rank into preallocated arrays, so its temporaries are one rank's."""
-    plan = _empty_plan(graphs, assignments, astra)
-    parts = [
-        _add_rank(plan, k, g, a, astra, ablate)
-        for k, (g, a) in enumerate(zip(graphs, assignments, strict=True))
-    ]
+    release: bool = False,
+) -> None:
+    """Fill an `empty_plan` from the graphs (communication and sync roles are filled in
+    by the caller). With `release`, each graph and assignment leaves its list once its
+    rows are in (both lists end empty): a caller holding no other reference gets their
+    memory back while the plan fills, rank by rank."""
+    parts = []
+    released = 0
+    pending = list(zip(graphs, assignments, strict=True))
+    if release:
+        graphs.clear()
+        assignments.clear()
+    pending.reverse()
+    for k in range(len(pending)):
+        g, a = pending.pop()
+        parts.append(_add_rank(plan, k, g, a, astra, ablate))
+        released += len(g)
+        del g, a
+        if release and released >= TRIM_NODES:  # freed columns stay resident until trimmed
+            trim()
+            released = 0
     plan.succ = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-    return plan

@@ -37,7 +37,7 @@ from lumos.simulator.graph_checks import cycle_problems
 from lumos.simulator.heap import trim
 from lumos.simulator.load import load_graphs
 from lumos.simulator.network.api import CollectivePricer
-from lumos.simulator.plan import Plan, build_plan
+from lumos.simulator.plan import Plan, build_plan, empty_plan
 from lumos.simulator.processors import assign_processors
 from lumos.simulator.provenance import check_durations, durations, pricing_notes
 from lumos.simulator.rendezvous import Instance, match_collectives, match_p2p
@@ -212,8 +212,6 @@ def _prepare(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: M
         raise ValidationError(problems, header="the trace cannot be simulated")
     astra = mode is Mode.ASTRA
     assignments = [assign_processors(g, astra) for g in sim_graphs]
-    plan = build_plan(sim_graphs, assignments, astra, opts.ablate_sync)
-    plan.slot_start = [alignment.offset(g.rank) for g in sim_graphs]
     free = (
         {}
         if astra
@@ -222,30 +220,39 @@ def _prepare(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: M
             for k, (g, a) in enumerate(zip(sim_graphs, assignments, strict=True))
         }
     )
+    tails = [
+        None if astra else step_tail(g, a) for g, a in zip(sim_graphs, assignments, strict=True)
+    ]
+    metas = {g.rank: RankMeta.of(g) for g in graphs}
+    plan = empty_plan(sim_graphs, assignments, astra)
+    plan.slot_start = [alignment.offset(g.rank) for g in sim_graphs]
     plan.free_at = [
         (plan.proc_offsets[k] + p, plan.slot_start[k] + t)
         for k, f in free.items()
         for p, t in f.items()
     ]
     clock = [int(g.step_start_ns or 0) for g in sim_graphs] if alignment.aligned else None
-    priced = _attach_comms(plan, sim_graphs, instances, mode, opts.pricer, clock)
+    priced, p2p = _attach_comms(plan, sim_graphs, instances, mode, opts.pricer, clock)
     gpu = opts.cost_model.gpu.name if opts.cost_model is not None else None
     notes += pricing_notes(mode.value, priced, 0, gpu)
+    processors = [a.processors for a in assignments]
+    kept = graphs if opts.timelines else None
+    del graphs, by_rank  # without timelines, filling the plan is the graphs' last use
+    build_plan(plan, sim_graphs, assignments, astra, opts.ablate_sync, release=kept is None)
+    for v, ns in p2p:
+        plan.dur[v] = ns
     sync = RuntimeSync(len(plan.unlimited), plan.stream_of) if plan.sync_args else None
-    metas = {g.rank: RankMeta.of(g) for g in graphs}
     return _Prepared(
         plan=plan,
         sync=sync,
         metas=list(metas.values()),
         sim_metas=[metas[r] for r in folding.simulated],
-        processors=[a.processors for a in assignments],
-        tails=[
-            None if astra else step_tail(g, a) for g, a in zip(sim_graphs, assignments, strict=True)
-        ],
+        processors=processors,
+        tails=tails,
         folding=folding,
         alignment=alignment,
         free=free,
-        graphs=graphs if opts.timelines else None,
+        graphs=kept,
         notes=notes,
         t_load=t_load,
     )
@@ -286,11 +293,12 @@ def _attach_comms(
     mode: Mode,
     pricer: CollectivePricer | None,
     clock: Sequence[int] | None = None,
-) -> int:
+) -> tuple[int, list[tuple[int, int]]]:
     """Give each joint event its members (global indices), its transfer time and, where
     members leave at different times, each one's exit; price unpaired sends (peer not
     loaded) outside replay. `clock`: each graph's absolute step start, when shared.
-    Returns how many events the pricer timed."""
+    Returns how many events the pricer timed, and the unpaired sends' (global node,
+    duration) for the plan's `dur`."""
     coster = CommCoster(graphs, mode.value, pricer, clock)
     members = [inst.members for inst in instances]
     counts = np.fromiter(map(len, members), np.int64, len(members))
@@ -312,15 +320,16 @@ def _attach_comms(
             else None
             for inst in instances
         ]
+    unpaired: list[tuple[int, int]] = []
     if mode is Mode.REPLAY or pricer is None:
-        return coster.priced
+        return coster.priced, unpaired
     for k, g in enumerate(graphs):
         for i in np.nonzero(g.type == SEND)[0].tolist():
             if plan.match[plan.offsets[k] + i] < 0:
                 size, peer = int(g.comm_size[i]), int(g.comm_peer[i])
-                plan.dur[plan.offsets[k] + i] = pricer.p2p_ns(size, g.rank, peer)
+                unpaired.append((plan.offsets[k] + i, pricer.p2p_ns(size, g.rank, peer)))
                 coster.priced += 1
-    return coster.priced
+    return coster.priced, unpaired
 
 
 def _check_complete(schedule: Schedule, plan: Plan, graphs: Sequence[RankMeta]) -> None:
