@@ -110,7 +110,7 @@ class Simulation:
 
     def to_pandas(self, table: str = "ranks") -> pandas.DataFrame:
         """`table="ranks"`: step and breakdown per rank; `"ops"`: one row per simulated
-        node (rank, name, processor, start/end/wait in ns)."""
+        node (rank, name, processor, start/end/wait in ns; none without timelines)."""
         pd = _pandas()
         if table == "ranks":
             rows = []
@@ -118,9 +118,7 @@ class Simulation:
                 parts = {k: v for k, v in r.pop("breakdown").items() if k != "basis"}
                 rows.append(r | parts)
             return pd.DataFrame(rows).set_index("rank")
-        if table == "ops":
-            if not self.raw.timelines:
-                raise ValueError("this run kept no per-node times (timelines=False)")
+        if table == "ops" and self.raw.timelines:
             frames = []
             for r in self.raw.ranks:
                 if r.folded_from is not None:
@@ -141,7 +139,7 @@ class Simulation:
                     )
                 )
             return pd.concat(frames, ignore_index=True)
-        raise ValueError(f"table must be 'ranks' or 'ops', not {table!r}")
+        raise ValueError(f"table must be 'ranks' or 'ops' (a run with timelines), not {table!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,9 +252,8 @@ def simulate(
     `mode`: "replay" (recorded times), "model" (communication priced on `hw`), "astra"
     (ASTRA-sim compatible); default astra with ASTRA-sim configs, model with `hw`, else
     replay. The files must form the whole job (RankSetError otherwise) unless
-    `allow_partial`. `timelines=False` keeps no per-node times (step times and
-    breakdowns only, no critical path, no "ops" table; far less memory for huge jobs). Raises SimulationError (e.g. nothing but missing durations in a
-    replay), ValidationError, ConfigError, TraceFormatError.
+    `allow_partial`. `timelines=False`: steps and breakdowns only. Raises SimulationError
+    (e.g. only missing durations to replay), ValidationError, ConfigError, TraceFormatError.
     """
     from lumos.converters.astra_sim.config_files import load_pg_ranks
     from lumos.converters.chakra.files import find_et_sources

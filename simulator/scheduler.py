@@ -15,6 +15,7 @@ leaves every simulated time of every fixture as it was.
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from dataclasses import dataclass
 from heapq import heappop, heappush
@@ -56,11 +57,9 @@ class Schedule:
 
 
 def _view(values: np.ndarray) -> Any:
-    """A numpy array's own memory as a flat memoryview: indexing it reads or writes one
-    Python int in place (as cheap as a list on this loop, without a Python int object
-    per node: a list of the plan's columns would cost ~40 bytes a node)."""
-    assert values.flags.c_contiguous
-    raw: Any = memoryview(values.data).cast("B")
+    """A numpy array's memory as a flat memoryview: indexing reads or writes one Python
+    int in place (as fast as a list here, without its ~40 bytes a node of int objects)."""
+    raw: Any = memoryview(np.ascontiguousarray(values).data).cast("B")
     return raw.cast(values.dtype.char)
 
 
@@ -68,7 +67,8 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
     """Simulate the plan to completion (or until nothing can move: see `Schedule.end`).
 
     Uses the plan up: its dependency counters are counted down in place, and the
-    durations of non-PLAIN nodes are moved out of `plan.dur` (-1 there afterwards)."""
+    durations of non-PLAIN nodes are moved out of `plan.dur` (-1 there afterwards).
+    Raises OverflowError when a time passes 64-bit nanoseconds."""
     n = plan.n
     # plain_dur[v]: the duration of a PLAIN node (>= 0: compute_durations), -1 for others (one
     # lookup on the hot path tells both); theirs are in special_dur
@@ -92,12 +92,8 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
     last_end = [0] * n_procs
     queues: list = [[] if by_id else deque() for _ in range(n_procs)]
     dispatching = [False] * n_procs
-    start_ns, end_ns, wait_ns = (
-        np.full(n, -1, np.int64),
-        np.full(n, -1, np.int64),
-        np.zeros(n, np.int64),
-    )
-    start, end, wait = _view(start_ns), _view(end_ns), _view(wait_ns)
+    # machine-int arrays (a time past 64 bits raises OverflowError), numpy's for free
+    start, end, wait = array("q", [-1]) * n, array("q", [-1]) * n, array("q", [0]) * n
     n_inst = len(inst_dur)
     arrived, latest = [0] * n_inst, [0] * n_inst
     msg_at, sent_at, posted = [-1] * n_inst, [-1] * n_inst, [-1] * n_inst
@@ -387,9 +383,10 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
                 heappush(heap, (s << shift) | (u << 3) | START)
             else:
                 special(u, s)
-    for view in (start, end, wait, plain_dur, gap, proc, role, succ_ptr, succ, indeg, enq):
-        view.release()
-    wait_in_gap.release()
+    for view in (plain_dur, gap, proc, role, succ_ptr, succ, indeg, enq, wait_in_gap):
+        view.release()  # the loop's closures hold them in cycles: let the plan go when done
+    start_ns, end_ns = np.frombuffer(start, np.int64), np.frombuffer(end, np.int64)
+    wait_ns = np.frombuffer(wait, np.int64)
     plain = plan.role == PLAIN
     plain &= start_ns >= 0
     np.add(start_ns, plan.dur, out=end_ns, where=plain)
