@@ -9,13 +9,11 @@ The top-level package is the thin shell (version, errors, CLI) and the Python fa
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-try:
-    __version__ = version("lumos")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
+#: pyproject.toml's version, written here so no command pays for importlib.metadata
+#: (~50 ms); tests/cli/test_cli_et.py checks it against the installed package's
+__version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from lumos.api import compare, convert, export_astra_sim, simulate

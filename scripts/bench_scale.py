@@ -38,9 +38,9 @@ elif mode == "load":
     t = time.perf_counter()
     n = sum(len(g) for g in load_graphs(target))
 else:
-    from lumos.simulator.run import simulate
+    from lumos.simulator.run import SimOptions, simulate
     t = time.perf_counter()
-    r = simulate(target)
+    r = simulate(target, SimOptions(timelines=mode == "simulate"))
     n = r.stats["nodes_total"]
 wall = time.perf_counter() - t
 me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -144,10 +144,12 @@ def dlrm8_case(repeat: int) -> None:
         )
 
 
-def scaling_case(ranks_list: list[int], copies: int, keep: bool) -> None:
-    """Replay jobs of N jittered ranks; one markdown row per N."""
+def scaling_case(ranks_list: list[int], copies: int, keep: bool, timelines: bool = True) -> None:
+    """Replay jobs of N jittered ranks; one markdown row per N. Without `timelines`,
+    the runs keep steps and breakdowns only (`SimOptions.timelines`)."""
     base = dlrm_rank(copies)
-    print(f"\nbase rank: {base} ({base.stat().st_size / 1e6:,.0f} MB)")
+    kept = "with timelines" if timelines else "no timelines"
+    print(f"\nbase rank: {base} ({base.stat().st_size / 1e6:,.0f} MB); {kept}")
     print(
         "| ranks | nodes | nodes/rank | wall s | nodes/s | CPU s | peak RSS MB | B/node "
         "| worker MB |"
@@ -155,7 +157,7 @@ def scaling_case(ranks_list: list[int], copies: int, keep: bool) -> None:
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for ranks in ranks_list:
         target = job(base, ranks)
-        r = child("simulate", target)
+        r = child("simulate" if timelines else "simulate-lean", target)
         n = r["nodes"]
         print(
             f"| {ranks} | {n:,} | {n // ranks:,} | {r['wall']:.1f} | {n / r['wall']:,.0f} | "

@@ -20,6 +20,8 @@
 
 Run: python scripts/bench_simulate.py [--repeat N]
      python scripts/bench_simulate.py --only-scale --load --dlrm8 --scaling 1 8 32 128
+     python scripts/bench_simulate.py --only-scale --scaling 128 --copies 100 --no-timelines
+       (the 51.8M-node, 128-rank job: `docs/speed.md`)
 """
 
 from __future__ import annotations
@@ -117,13 +119,16 @@ def main() -> None:
     parser.add_argument("--scaling", type=int, nargs="*", help="job sizes in ranks")
     parser.add_argument("--copies", type=int, default=100, help="base rank: iteration copies")
     parser.add_argument("--keep", action="store_true", help="keep the generated jobs")
+    parser.add_argument(
+        "--no-timelines", action="store_true", help="scaling runs keep steps and breakdowns only"
+    )
     args = parser.parse_args()
     if args.load:
         bench_scale.load_case(args.repeat)
     if args.dlrm8:
         bench_scale.dlrm8_case(args.repeat)
     if args.scaling:
-        bench_scale.scaling_case(args.scaling, args.copies, args.keep)
+        bench_scale.scaling_case(args.scaling, args.copies, args.keep, not args.no_timelines)
     if args.only_scale:
         return
     shape = StepShape(tp=2, pp=8, dp=1, layers_per_stage=12, microbatches=24)

@@ -12,13 +12,11 @@ Results are identical whichever way a rank was read.
 from __future__ import annotations
 
 import io
-import multiprocessing
 import os
 import tarfile
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lumos.converters.chakra.compressed import GZIP_MAGIC, decompressing, open_file
 from lumos.converters.chakra.files import EtSource
@@ -26,6 +24,9 @@ from lumos.errors import TraceFormatError
 from lumos.simulator.et_columns import Columns, read_columns
 from lumos.simulator.graph import RankGraph
 from lumos.simulator.graph_columns import graph_from_columns, parse_metadata, read_graph
+
+if TYPE_CHECKING:  # process pools load only when a job is read in parallel
+    from concurrent.futures import Executor, Future
 
 #: below this many bytes in all, every rank is read in this process
 PARALLEL_BYTES = 48 << 20
@@ -62,6 +63,9 @@ def read_sources(
         for source in sources:
             yield source, _read_source(source, repair)
         return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(jobs, mp_context=context) as pool:
         futures = [

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from enum import Enum
 from itertools import chain
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,8 +30,6 @@ from lumos.simulator.align import Alignment, align_ranks
 from lumos.simulator.assemble import RankMeta, assemble
 from lumos.simulator.backlog import stream_backlog
 from lumos.simulator.comm_cost import ASTRA_PRICED, CommCoster
-from lumos.simulator.costmodel.estimate import estimate_graph, needs_estimates
-from lumos.simulator.costmodel.roofline import CostModel
 from lumos.simulator.fold import Folding, find_folding, identity
 from lumos.simulator.graph import SEND, RankGraph
 from lumos.simulator.graph_checks import cycle_problems
@@ -45,6 +44,9 @@ from lumos.simulator.result import ProcessorInfo, SimResult
 from lumos.simulator.scheduler import Schedule, run_plan
 from lumos.simulator.step_end import StepTail, step_tail
 from lumos.simulator.sync import RuntimeSync
+
+if TYPE_CHECKING:  # the cost model (and the hardware data) load only when used
+    from lumos.simulator.costmodel.roofline import CostModel
 
 MAX_STUCK_LISTED = 10
 log = logging.getLogger(__name__)
@@ -272,6 +274,8 @@ def _estimate(
     if mode is Mode.REPLAY and not opts.estimate_missing:
         notes += check_durations(graphs)
         return graphs
+    from lumos.simulator.costmodel.estimate import estimate_graph, needs_estimates
+
     todo = [g for g in graphs if needs_estimates(g)]
     if not todo:
         return graphs

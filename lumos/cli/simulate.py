@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import click
-from rich.console import Console
 
 from lumos.api import simulate
 from lumos.cli.main import echo_json, handle_errors, quiet
@@ -157,6 +156,8 @@ def simulate_command(
     if as_json:
         echo_json(sim.to_json(), timings=sim.timings())
         return
+    from rich.console import Console
+
     render_summary(report, Console())
     if not quiet():
         for note in result.notes:

@@ -10,15 +10,15 @@ readable rich tables for people.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from lumos.simulator.report.breakdown import Breakdown, rank_breakdown
 from lumos.simulator.report.critical_path import CriticalPath, critical_path
 from lumos.simulator.result import SimResult
+
+if TYPE_CHECKING:  # rich loads when a table is drawn (`--json` never draws one)
+    from rich.console import Console
+    from rich.table import Table
 
 #: ranks shown in the summary table; past that, the slowest ones.
 MAX_ROWS = 16
@@ -118,6 +118,8 @@ def _pct(part: int, whole: int) -> str:
 
 def breakdown_table(report: Report) -> Table:
     """Per-rank iteration time and breakdown (the slowest MAX_ROWS ranks when many)."""
+    from rich.table import Table
+
     rows = sorted(report.ranks, key=lambda r: r.rank)
     title = f"Simulated step ({report.mode}): {fmt_ns(report.iteration_time_ns)}"
     if len(rows) > MAX_ROWS:
@@ -143,6 +145,9 @@ def breakdown_table(report: Report) -> Table:
 
 def critical_path_table(path: CriticalPath, top: int) -> Table:
     """Critical path: time by category, then the top contributors by name."""
+    from rich.markup import escape
+    from rich.table import Table
+
     ranks = path.ranks
     shown = ", ".join(map(str, ranks[:8])) + (" ..." if len(ranks) > 8 else "")
     table = Table(title=f"Critical path: {fmt_ns(path.total_ns)}, through rank(s) {shown}")

@@ -25,6 +25,14 @@ def test_version() -> None:
     assert code == 0 and __version__ in out
 
 
+def test_version_is_the_installed_packages() -> None:
+    """`lumos.__version__` is written out (no importlib.metadata at start-up): it must
+    stay equal to pyproject's version, as installed."""
+    from importlib.metadata import version
+
+    assert __version__ == version("lumos")
+
+
 def test_info_json_reports_true_counts(chakra_et: Path) -> None:
     code, out = run("et", "info", str(chakra_et), "--json")
     assert code == 0
@@ -86,3 +94,11 @@ def test_to_json_from_json_and_graph(tmp_path: Path) -> None:
     assert code == 0 and (tmp_path / "g.dot").read_text().startswith("digraph")
     code, out = run("et", "graph", str(et), "-o", str(tmp_path / "h.dot"), "--max-nodes", "10")
     assert code == 5 and "more than 10 nodes" in out
+
+
+def test_hw_help_lists_every_shipped_system_without_the_loader() -> None:
+    """`--hw` help lists the systems from the folder (the YAML loader stays unimported)."""
+    from lumos.cli.options import shipped_systems
+    from lumos.hwconfigs.load import shipped_names
+
+    assert shipped_systems() == shipped_names("systems") and "h100" in shipped_systems()
