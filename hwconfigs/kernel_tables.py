@@ -6,7 +6,9 @@ per dtype, the prologue/epilogue cost of a GEMM as an equivalent K, flash-attent
 forward/backward efficiencies and query tile, the achieved fraction of HBM bandwidth for
 memory-bound kernels, a fixed per-kernel overhead, the per-GPU workspace memory, and
 the SM clock a GPU sustains under multi-GPU training load as a fraction of the clock the
-efficiencies were measured at (tensor-core work slows with it; HBM traffic does not).
+efficiencies were measured at (tensor-core work slows with it; HBM traffic does not), and
+the host (CPU) time of one eager view op and one eager copy op, for framework code that
+issues one op per peer (0: not modelled).
 Unknown keys are ConfigErrors with a "did you mean".
 """
 
@@ -41,6 +43,8 @@ class KernelPhysics:
     workspace_gb: float
     gemm_efficiency_fp8: float | None = None
     sustained_clock_fraction: float = 1.0
+    host_view_ns: float = 0.0
+    host_copy_ns: float = 0.0
 
 
 def _sources(value: Any, where: str) -> tuple[str, ...]:
@@ -83,6 +87,8 @@ _TABLE = {
     "kernel_overhead_ns": (non_negative, 0.0),
     "workspace_gb": (non_negative, 0.0),
     "sustained_clock_fraction": (_fraction, 1.0),
+    "host_view_ns": (non_negative, 0.0),
+    "host_copy_ns": (non_negative, 0.0),
 }
 
 

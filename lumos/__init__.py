@@ -1,10 +1,11 @@
 """lumos: Chakra execution traces from distributed PyTorch training, simulated and exported.
 
 The top-level package is the thin shell (version, errors, CLI) and the Python facade:
-`lumos.convert`, `lumos.simulate`, `lumos.compare`, `lumos.export_astra_sim` (see
-`lumos.api`), loaded on first use so `import lumos` stays light. The work lives in
-`lumos.converters` (trace formats), `lumos.simulator` (event-driven simulation) and
-`lumos.hwconfigs` (hardware data); `lumos.proto` holds the Chakra schema bindings.
+`lumos.convert`, `lumos.simulate`, `lumos.compare`, `lumos.export_astra_sim`,
+`lumos.estimate` (see `lumos.api`), loaded on first use so `import lumos` stays light. The
+work lives in `lumos.converters` (trace formats), `lumos.simulator` (event-driven
+simulation) and `lumos.hwconfigs` (hardware data); `lumos.proto` holds the Chakra schema
+bindings.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from lumos.api import compare, convert, export_astra_sim, simulate
+    from lumos.api import compare, convert, estimate, export_astra_sim, simulate
 
-_FACADE = ("convert", "simulate", "compare", "export_astra_sim")
-__all__ = ["__version__", "compare", "convert", "export_astra_sim", "simulate"]
+_FACADE = ("convert", "simulate", "compare", "export_astra_sim", "estimate")
+__all__ = ["__version__", "compare", "convert", "estimate", "export_astra_sim", "simulate"]
 
 
 def __getattr__(name: str) -> Any:

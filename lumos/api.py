@@ -6,6 +6,7 @@
     sim.step_ns, sim.to_pandas()                         # per-rank breakdown table
     cmp = lumos.compare("ets/")                          # Comparison
     bundle = lumos.export_astra_sim("ets/", "bundle/", hw="h100")   # Export
+    est = lumos.estimate("gpt3-175b", tp=8, pp=8, dp=4, gbs=1024, hw="h100")  # no trace
 
 Every result has `.to_json()` (exactly the `result` part of the command's `--json`,
 schema in `lumos/schemas/`) and, with the `pandas` extra, `.to_pandas()`. The options
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lumos.errors import ConfigError, MissingExtraError, SimulationError
+from lumos.errors import MissingExtraError, SimulationError
 
 if TYPE_CHECKING:
     import pandas
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from lumos.simulator.report.measured import MeasuredRank
     from lumos.simulator.report.summary import Report
     from lumos.simulator.result import SimResult
+    from lumos.simulator.workload.step import EstimateResult
 
 #: wall-clock entries of `SimResult.stats`: timings, not results
 _TIMING_KEYS = ("load_s", "plan_s", "run_s")
@@ -255,6 +257,7 @@ def simulate(
     `allow_partial`. `timelines=False`: steps and breakdowns only. Raises SimulationError
     (e.g. only missing durations to replay), ValidationError, ConfigError, TraceFormatError.
     """
+    from lumos.api_pricing import cost_model, pricer
     from lumos.converters.astra_sim.config_files import load_pg_ranks
     from lumos.converters.chakra.files import find_et_sources
     from lumos.converters.chakra.rankset import check_rank_set
@@ -269,13 +272,13 @@ def simulate(
         mode = "astra" if astra_sim_system else "model" if hw else "replay"
     options = SimOptions(
         mode=Mode(mode),
-        pricer=_pricer(hw, astra_sim_system, astra_sim_network, ranks),
+        pricer=pricer(hw, astra_sim_system, astra_sim_network, ranks),
         fold=fold,
         ablate_sync=ablate_sync,
         comm_groups=load_pg_ranks(comm_groups) if comm_groups else None,
         repair=repair,
         align_ranks=align_ranks,
-        cost_model=_cost_model(hw),
+        cost_model=cost_model(hw),
         estimate_missing=estimate_missing,
         timelines=timelines,
     )
@@ -367,34 +370,33 @@ def export_astra_sim(
     return Export(_export(request))
 
 
-def _pricer(
-    hw: str | None,
-    system_json: str | Path | None,
-    network_yml: str | Path | None,
-    ranks: int,
-) -> Any:
-    """The network pricer: ASTRA-sim configs, else the `hw` system, else None."""
-    if (system_json is None) != (network_yml is None):
-        raise ConfigError("--astra-sim-system and --astra-sim-network go together")
-    if system_json is not None and network_yml is not None:
-        from lumos.simulator.network.astra import AstraPricer
+def estimate(
+    model: str | Path,
+    *,
+    hw: str | Path = "h100",
+    gbs: int | None = None,
+    seq: int | None = None,
+    precision: str = "bf16",
+    recompute: str = "none",
+    gpus: int | None = None,
+    output: str | Path | None = None,
+    all_ranks: bool = False,
+    force: bool = False,
+    exact: bool = False,
+    **plan: int | bool | str,
+) -> EstimateResult:
+    """One training step of `model` (built-in name or spec YAML) on `hw`, no trace.
 
-        return AstraPricer.from_files(str(system_json), str(network_yml))
-    if hw is None:
-        return None
-    from lumos.simulator.network.nccl import pricer_for_job
+    `plan`: `ParallelPlan` fields (tp, pp, dp, mbs, zero, ...); the rest as `lumos estimate`
+    (-o = `output`); `to_json()` is its --json. Raises ConfigError (unknown model, option,
+    hardware; a plan that cannot run), LumosError (`output` holds another set, no `force`).
+    """
+    from lumos.simulator.workload.plan import ParallelPlan
+    from lumos.simulator.workload.spec import load_model
+    from lumos.simulator.workload.step import estimate as _estimate
 
-    return pricer_for_job(hw, ranks)
-
-
-def _cost_model(hw: str | None) -> Any:
-    """The compute cost model of the system's GPU (None without `hw`, or uncalibrated)."""
-    if hw is None:
-        return None
-    from lumos.hwconfigs.load import load_system
-    from lumos.simulator.costmodel.roofline import CostModel
-
-    try:
-        return CostModel.for_gpu(load_system(hw).gpu)
-    except ConfigError:
-        return None  # no calibration for this GPU: an error only if an ET needs one
+    spec = load_model(model)
+    p = ParallelPlan.build(spec, gbs=gbs, seq=seq, precision=precision, recompute=recompute, **plan)
+    return _estimate(
+        spec, p, hw, gpus=gpus, et_dir=output, force=force, all_ranks=all_ranks, exact=exact
+    )

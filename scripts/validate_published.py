@@ -11,7 +11,10 @@ columns: model shape, TP/PP/DP/CP, virtual stages, micro/global batch, sequence
 parallelism, ZeRO / distributed optimizer, precision, recompute. What the sources say
 about their software is used as stated, never tuned: Megatron-LM 2021/2022 ran unfused
 attention and all-reduced gradients after the backward; NeMo 24.11 runs cuDNN flash
-attention with gradient/parameter overlap, and TP-comm overlap where the row says so.
+attention with gradient/parameter overlap, and TP-comm overlap where the row says so;
+DeepSpeed's 2021 ZeRO-3 fetched each weight tensor alone, blocking, and reduced gradients
+without overlap (`overlap_comm` off by default): `fsdp_unit="tensor"`, see
+`simulator/workload/zero3_tensor.py`.
 Unstated micro-batch sizes are 1. Nothing here is fitted.
 
     python scripts/validate_published.py [--csv PATH] [--only ROW_ID ...] [--markdown]
@@ -101,6 +104,7 @@ def parse(r: dict[str, str]) -> Row | str:
     if not r["layers"] or not r["vocab"]:
         return "model shape incomplete"
     nemo = r["framework"].startswith("NeMo")
+    deepspeed = r["framework"].startswith("DeepSpeed")
     zero_text = r["zero_fsdp"].lower()
     zero = 3 if "zero-3" in zero_text else (1 if "distributed optimizer" in zero_text else 0)
     plan = ParallelPlan(
@@ -117,9 +121,10 @@ def parse(r: dict[str, str]) -> Row | str:
         recompute=_recompute(r["recompute"]),
         sequence_parallel=r["sp"].lower().startswith("yes"),
         tp_comm_overlap="TP comm overlap" in r["framework"],
-        overlap_grad_reduce=nemo or zero == 3,
+        overlap_grad_reduce=nemo or (zero == 3 and not deepspeed),
         overlap_param_gather=nemo or zero == 3,
         flash_attention=nemo,
+        fsdp_unit="tensor" if deepspeed else "layer",
     )
     hw = "h100" if r["gpu_type"].startswith("H100") else "a100"
     return Row(r["row_id"], pub[0], pub[1], _model(r), plan, hw)

@@ -38,7 +38,7 @@ def test_import_lumos_is_light() -> None:
 
 
 def test_docs_examples_run(workdir: Path) -> None:
-    assert len(BLOCKS) == 3
+    assert len(BLOCKS) == 4
     pytest.importorskip("pandas")
     for block in BLOCKS:
         exec(compile(block, "docs/api.md", "exec"), {})

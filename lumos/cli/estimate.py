@@ -56,6 +56,11 @@ COUNT = click.IntRange(min=1)
     help="Simulate every micro-batch (default: a long pipeline is simulated for a few "
     "rounds and its steady state extrapolated, within 1 %).",
 )
+@click.option(
+    "--all-ranks",
+    is_flag=True,
+    help="With -o: every rank's ET (a whole job, as `et validate` and ASTRA-sim take it).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @handle_errors
 def estimate_command(
@@ -81,26 +86,28 @@ def estimate_command(
     et_dir: str | None,
     force: bool,
     exact: bool,
+    all_ranks: bool,
     as_json: bool,
 ) -> None:
     """Estimate a training step from a model config, a parallel plan and hardware."""
-    from lumos.simulator.workload.plan import ParallelPlan, Precision, Recompute
+    from lumos.simulator.workload.plan import ParallelPlan
     from lumos.simulator.workload.spec import load_model
     from lumos.simulator.workload.step import estimate
 
     spec = load_model(model)
-    plan = ParallelPlan(
+    plan = ParallelPlan.build(
+        spec,
+        gbs=gbs,
+        seq=seq,
+        precision=precision,
+        recompute=recompute,
         tp=tp,
         pp=pp,
         dp=dp,
         cp=cp,
         vp=vp,
         mbs=mbs,
-        gbs=gbs or mbs * dp,
-        seq=seq or spec.seq,
         zero=int(zero),
-        precision=Precision(precision),
-        recompute=Recompute(recompute),
         sequence_parallel=not no_sp,
         tp_comm_overlap=tp_overlap,
         overlap_grad_reduce=not no_grad_overlap,
@@ -109,12 +116,16 @@ def estimate_command(
     )
     if et_dir is not None:
         no_stdout(et_dir, "the estimate's ETs")
-    result = estimate(spec, plan, hw, gpus=gpus, et_dir=et_dir, force=force, exact=exact)
+    result = estimate(
+        spec, plan, hw, gpus=gpus, et_dir=et_dir, force=force, exact=exact, all_ranks=all_ranks
+    )
     if as_json:
         echo_json(result.to_json())
         return
     _print(result)
-    if et_dir is not None:
+    if et_dir is not None and all_ranks:
+        click.echo(f"  wrote all {plan.world} ranks' ETs to {et_dir}")
+    elif et_dir is not None:
         n = result.stats["ranks_generated"]
         click.echo(
             f"  wrote {n} ETs (the distinct ranks of {plan.world}) to {et_dir}; "

@@ -1,7 +1,8 @@
 """Stacking frozen blocks into one rank's `RankGraph` (numpy throughout).
 
 `Pieces.add` appends a block and makes its first compute node (or its first node) wait
-for given global nodes; `finish` concatenates the columns, shifts each block's local
+for given global nodes (and a node marked `AFTER_PREVIOUS_COMPUTE` for the rank's
+previous compute); `finish` concatenates the columns, shifts each block's local
 dependencies, adds stream order (each node after the previous node on its stream),
 resolves the peer placeholders of shared blocks, and builds the CSR predecessor lists.
 """
@@ -12,6 +13,9 @@ import numpy as np
 
 from lumos.simulator.graph import RankGraph
 from lumos.simulator.workload.block import COLUMNS, Frozen
+
+#: a block mark: this node waits for the rank's previous compute node (a blocking start)
+AFTER_PREVIOUS_COMPUTE = "after_previous_compute"
 
 
 class Pieces:
@@ -29,6 +33,9 @@ class Pieces:
         start = self.n
         head = start + max(blk.first_compute, 0)
         self.extra.extend((head, w) for w in first_waits if w >= 0)
+        blocking = blk.marks.get(AFTER_PREVIOUS_COMPUTE, -1)
+        if blocking >= 0 and self._last_compute >= 0:
+            self.extra.append((start + blocking, self._last_compute))
         if blk.last_compute >= 0:
             self._last_compute = start + blk.last_compute
         self.blocks.append(blk)

@@ -17,6 +17,7 @@ import numpy as np
 from lumos.simulator.graph import COLL, COMP, RECV, SEND
 
 COMPUTE, TP_STREAM, DP_STREAM, PP_SEND, PP_RECV, CP_SEND, CP_RECV = 7, 21, 22, 23, 24, 25, 26
+HOST = 27  # the framework's CPU thread, where its host work gates the GPU (zero3_tensor)
 STREAM_ROLES = {
     COMPUTE: "compute",
     TP_STREAM: "tp comm",
@@ -25,6 +26,7 @@ STREAM_ROLES = {
     PP_RECV: "pp recv",
     CP_SEND: "cp send",
     CP_RECV: "cp recv",
+    HOST: "host",
 }
 #: group slots of a generated rank (`RankGraph.groups` order)
 TP, CP, DP, EMB = 0, 1, 2, 3
@@ -96,11 +98,28 @@ class Block:
         self.last_compute = idx
         return idx
 
-    def coll(self, name: str, stream: int, ctype: int, size: int, group: int, after: int) -> int:
-        """A collective on `stream` issued after node `after` (-1: no producer here)."""
+    def side(
+        self, name: str, stream: int, dur: float, nbytes: float, waits: tuple[int, ...]
+    ) -> int:
+        """Work on a side stream (not the compute stream) after the nodes `waits`."""
+        idx = self._add(name, stream=stream, dur=dur, nbytes=nbytes)
+        self.deps.extend((idx, w) for w in waits if w >= 0)
+        return idx
+
+    def coll(
+        self,
+        name: str,
+        stream: int,
+        ctype: int,
+        size: int,
+        group: int,
+        after: int | tuple[int, ...],
+    ) -> int:
+        """A collective on `stream` issued after node(s) `after` (-1: no producer here)."""
         idx = self._add(name, type=COLL, stream=stream, ctype=ctype, csize=size, group=group)
-        if after >= 0:
-            self.deps.append((idx, after))
+        for a in (after,) if isinstance(after, int) else after:
+            if a >= 0:
+                self.deps.append((idx, a))
         return idx
 
     def p2p(
@@ -120,7 +139,7 @@ class Block:
     def freeze(self) -> Frozen:
         cols = {c: np.asarray(v, np.int64) for c, v in self.cols.items()}
         pairs = np.asarray(self.deps, np.int64).reshape(-1, 2)
-        comp = np.flatnonzero(cols["type"] == COMP)
+        comp = np.flatnonzero((cols["type"] == COMP) & (cols["stream"] == COMPUTE))
         first, last = (int(comp[0]), int(comp[-1])) if comp.size else (-1, -1)
         name = np.asarray(self.name, np.int32)
         return Frozen(cols, name, pairs[:, 0], pairs[:, 1], self.marks, first, last)

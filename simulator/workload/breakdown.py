@@ -20,6 +20,7 @@ from lumos.simulator.workload.block import (
     CP_RECV,
     CP_SEND,
     DP_STREAM,
+    HOST,
     PP_RECV,
     PP_SEND,
     TP_STREAM,
@@ -28,7 +29,7 @@ from lumos.simulator.workload.block import (
 CLASSES: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("tp", (TP_STREAM,)),
     ("cp", (CP_SEND, CP_RECV)),
-    ("dp", (DP_STREAM,)),
+    ("dp", (DP_STREAM, HOST)),  # host work appears only as ZeRO-3's (zero3_tensor)
     ("pp", (PP_SEND, PP_RECV)),
 )
 

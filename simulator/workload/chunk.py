@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lumos.simulator.network.api import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
+from lumos.simulator.workload import zero3_tensor as z3
 from lumos.simulator.workload.block import DP, DP_STREAM, TP, TP_STREAM, Block, Frozen, Names
 from lumos.simulator.workload.dims import BF16, Ctx
 from lumos.simulator.workload.layer import (
@@ -46,19 +47,19 @@ def _fsdp_gather(blk: Block, ctx: Ctx, name: str, params: int, after: int) -> in
     return blk.coll(f"{name}.param_all_gather", DP_STREAM, ALL_GATHER, shard, DP, after)
 
 
-def _embedding_fwd(blk: Block, ctx: Ctx) -> tuple[int, ...]:
+def _embedding_fwd(blk: Block, ctx: Ctx, waits: tuple[int, ...] = ()) -> tuple[int, ...]:
     T, h = ctx.T, ctx.h
     extra = 2 if ctx.model.position == "learned" else 1
-    look = blk.compute("embedding", *ctx.mem(T * h * BF16 * 2 * extra))
+    look = blk.compute("embedding", *ctx.mem(T * h * BF16 * 2 * extra), waits=waits)
     if ctx.plan.tp == 1:
         return ()
     kind = REDUCE_SCATTER if ctx.sp else ALL_REDUCE
     return (blk.coll("embedding.reduce", TP_STREAM, kind, T * h * BF16, TP, look),)
 
 
-def _output_fwd(blk: Block, ctx: Ctx) -> int:
+def _output_fwd(blk: Block, ctx: Ctx, waits: tuple[int, ...] = ()) -> int:
     T, h, v = ctx.T, ctx.h, ctx.vocab
-    norm = blk.compute("final_norm", *ctx.mem(ctx.T_sp * h * BF16 * 2))
+    norm = blk.compute("final_norm", *ctx.mem(ctx.T_sp * h * BF16 * 2), waits=waits)
     gathered_gemm(blk, ctx, "output", (T, v, h), norm, "bf16")
     ce = blk.compute("cross_entropy", *ctx.mem(T * v * 14))
     last = ce
@@ -78,17 +79,19 @@ def _output_bwd(blk: Block, ctx: Ctx, waits: tuple[int, ...]) -> tuple[int, ...]
     return ()
 
 
-def _embedding_bwd(blk: Block, ctx: Ctx) -> None:
+def _embedding_bwd(blk: Block, ctx: Ctx, waits: tuple[int, ...] = ()) -> None:
     T, h = ctx.T, ctx.h
     wait = -1
     if ctx.sp:
         src = blk.last_compute
         wait = blk.coll("embedding.grad_all_gather", TP_STREAM, ALL_GATHER, ctx.act_bytes, TP, src)
-    blk.compute("embedding_bwd", *ctx.mem(T * h * (BF16 + 8)), waits=(wait,))
+    blk.compute("embedding_bwd", *ctx.mem(T * h * (BF16 + 8)), waits=(wait, *waits))
 
 
 def build_chunk(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Frozen:
     """The block of one chunk pass (see module doc)."""
+    if ctx.plan.zero == 3 and ctx.plan.fsdp_unit == "tensor" and _dp_size(ctx) > 1:
+        return _build_tensorwise(ctx, names, key, first_layer)
     blk = Block(names)
     fsdp = ctx.plan.zero == 3 and _dp_size(ctx) > 1
     lp = ctx.layer_params_local()
@@ -129,6 +132,41 @@ def build_chunk(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Froz
             blk.coll(f"{tag}.grad_reduce_scatter", DP_STREAM, REDUCE_SCATTER, lp * BF16, DP, end)
     if key.embedding:
         _embedding_bwd(blk, ctx)
+        blk.mark("embedding", blk.last_compute)
+    blk.mark("out", blk.last_compute)
+    return blk.freeze()
+
+
+def _build_tensorwise(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Frozen:
+    """`build_chunk` under DeepSpeed-style ZeRO-3 (`zero3_tensor`): blocking per-tensor
+    fetches before each layer, per-tensor gradient reduce-scatters after it."""
+    blk = Block(names)
+    emb = [z3.Tensor("weight", ctx.vocab * ctx.h)]
+    waits: tuple[int, ...] = ()
+    if key.forward:
+        if key.embedding:
+            w = z3.gather(blk, ctx, "embedding", emb, -1)
+            waits = (*w, *_embedding_fwd(blk, ctx, w))
+        for i in range(key.layers):
+            tag = f"layer{first_layer + i}"
+            layer_forward(blk, ctx, tag, (*waits, *z3.fetch_forward(blk, ctx, tag)))
+            waits = ()
+        if key.output:  # a tied weight was released after the lookup: fetched again
+            _output_fwd(blk, ctx, z3.gather(blk, ctx, "output", emb, blk.last_compute))
+        blk.mark("out", blk.last_compute)
+        return blk.freeze()
+    if key.output:
+        waits = _output_bwd(blk, ctx, z3.gather(blk, ctx, "output", emb, -1))
+    tensors = z3.layer_tensors(ctx)
+    for i in reversed(range(key.layers)):
+        tag = f"layer{first_layer + i}"
+        end = layer_backward(blk, ctx, tag, (*waits, *z3.fetch_backward(blk, ctx, tag)))
+        blk.mark(f"layer{i}", end)
+        rs = z3.reduce(blk, ctx, tag, tensors, end)
+        waits = () if ctx.plan.overlap_grad_reduce else (rs,)
+    if key.embedding:
+        _embedding_bwd(blk, ctx, waits)
+        z3.reduce(blk, ctx, "embedding", emb, blk.last_compute)
         blk.mark("embedding", blk.last_compute)
     blk.mark("out", blk.last_compute)
     return blk.freeze()

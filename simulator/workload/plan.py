@@ -4,8 +4,11 @@ A `ParallelPlan` holds the degrees (TP, CP, PP with `vp` virtual stages, DP), th
 (micro-batch `mbs`, global batch `gbs` in sequences, so `gbs / (mbs * dp)` micro-batches
 per step), sequence length, ZeRO stage (0: plain DP all-reduce, 1: distributed optimizer
 — reduce-scatter grads, all-gather params —, 3: FSDP, weights gathered per layer),
-precision, activation recomputation and the overlap flags. Rank placement is Megatron's
-default order: TP fastest (inside a node), then CP, then PP, then DP:
+precision, activation recomputation and the overlap flags. ZeRO-3 gathers one flat
+buffer per layer, prefetched (`fsdp_unit` "layer": PyTorch FSDP, Megatron), or each
+weight tensor alone with a blocking fetch ("tensor": DeepSpeed's 2021 stage 3, see
+`zero3_tensor`). Rank placement is Megatron's default order: TP fastest (inside a node),
+then CP, then PP, then DP:
 `rank = ((dp * pp + stage) * cp + cp_i) * tp + tp_i`.
 """
 
@@ -50,6 +53,7 @@ class ParallelPlan:
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
     flash_attention: bool = True
+    fsdp_unit: str = "layer"
 
     @property
     def world(self) -> int:
@@ -58,6 +62,38 @@ class ParallelPlan:
     @property
     def microbatches(self) -> int:
         return self.gbs // (self.mbs * self.dp)
+
+    @classmethod
+    def build(
+        cls,
+        model: ModelSpec,
+        *,
+        gbs: int | None = None,
+        seq: int | None = None,
+        precision: str | Precision = Precision.BF16,
+        recompute: str | Recompute = Recompute.NONE,
+        **options: Any,
+    ) -> ParallelPlan:
+        """A plan with the CLI's defaults: `gbs` one micro-batch per DP rank, `seq` the
+        model's; `options` are the other fields. Raises ConfigError for an unknown field
+        or value, or a plan `model` cannot take."""
+        unknown = sorted(set(options) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ConfigError(f"plan: unknown option {unknown[0]!r}")
+        try:
+            prec, rec = Precision(precision), Recompute(recompute)
+        except ValueError as exc:
+            raise ConfigError(f"plan: {exc}") from None
+        mbs, dp = options.get("mbs", 1), options.get("dp", 1)
+        plan = cls(
+            gbs=gbs or mbs * dp,
+            seq=seq or model.seq,
+            precision=prec,
+            recompute=rec,
+            **options,
+        )
+        plan.check(model)
+        return plan
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -89,6 +125,10 @@ class ParallelPlan:
             raise ConfigError(
                 f"plan: the interleaved schedule needs micro-batches ({self.microbatches}) "
                 f"to be a multiple of pp ({self.pp})"
+            )
+        if self.fsdp_unit not in ("layer", "tensor"):
+            raise ConfigError(
+                f"plan: fsdp_unit must be 'layer' or 'tensor', got {self.fsdp_unit!r}"
             )
         if self.zero == 3 and self.pp > 1:
             raise ConfigError("plan: zero 3 (FSDP) with pipeline parallelism is not modelled")

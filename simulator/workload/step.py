@@ -129,16 +129,17 @@ def estimate(
     et_dir: str | Path | None = None,
     force: bool = False,
     exact: bool = False,
+    all_ranks: bool = False,
 ) -> EstimateResult:
     """Estimate one training step of `model` under `plan` on system `hw`.
 
     `gpus`: cluster size (default: the plan's world size); `physics`: kernel parameters
     instead of the shipped `hwconfigs/kernels/<gpu>.yaml`; `et_dir`: also write the
-    distinct ranks' Chakra ETs there (replacing an earlier estimate's only with `force`;
-    checked before any work: LumosError). A pipeline with many micro-batches is simulated
-    with a few rounds of `pp` micro-batches and its steady state extrapolated
-    (`periodic`, within 1 % of the full simulation); `exact` (or `et_dir`) simulates every
-    micro-batch. Raises ConfigError for a plan the model, batch or hardware cannot take
+    distinct ranks' Chakra ETs there (every rank with `all_ranks`; replacing an earlier
+    estimate's only with `force`, checked before any work: LumosError). A pipeline with
+    many micro-batches is simulated with a few rounds of `pp` micro-batches and its steady
+    state extrapolated (`periodic`, within 1 % of the full simulation); `exact` (or
+    `et_dir`) simulates every micro-batch. Raises ConfigError for a plan the model, batch or hardware cannot take
     (FP8 on a GPU without it, too few GPUs).
     """
     t0 = time.perf_counter()
@@ -157,7 +158,7 @@ def estimate(
         if et_dir is not None:
             from lumos.simulator.workload.etwrite import write_ets
 
-            write_ets(step, spec, plan, et_dir, force=force)
+            write_ets(step, spec, plan, et_dir, force=force, all_ranks=all_ranks)
     else:
         timing = periodic_timing(spec, plan, km, system)
     iteration = timing.iteration_ns / 1e9

@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 import json
 from functools import cache
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+import lumos
 from lumos.cli.main import cli
 from lumos.errors import ConfigError
 from lumos.simulator.workload import EstimateResult, ParallelPlan, Precision, Recompute, estimate
@@ -91,3 +93,32 @@ def test_cli_json_has_the_documented_keys() -> None:
 def test_cli_bad_model_exit_code() -> None:
     result = CliRunner().invoke(cli, ["estimate", "--model", "nope"])
     assert result.exit_code == 4 and "unknown model 'nope'" in result.output
+
+
+def test_facade_estimate_is_the_cli_result(tmp_path: Path) -> None:
+    """`lumos.estimate(...)` takes the CLI's options as keywords and returns the typed
+    result whose JSON is `lumos estimate --json` (timings apart)."""
+    r = lumos.estimate(
+        "llama2-7b", tp=4, dp=2, mbs=2, gbs=8, seq=4096, hw="h100", output=tmp_path / "ets"
+    )
+    assert isinstance(r, EstimateResult) and r.plan == BASE
+    args = ["estimate", "--model", "llama2-7b", "--tp", "4", "--dp", "2", "--mbs", "2"]
+    out = CliRunner().invoke(cli, [*args, "--gbs", "8", "--seq", "4096", "--json"])
+    cli_json = json.loads(out.output)["result"]
+    mine = json.loads(json.dumps(r.to_json()))
+    assert {k: v for k, v in mine.items() if k != "stats"} == {
+        k: v for k, v in cli_json.items() if k != "stats"
+    }
+    assert len(list((tmp_path / "ets").glob("estimate.*.et"))) == r.stats["ranks_generated"]
+
+
+def test_facade_estimate_defaults_and_errors() -> None:
+    r = lumos.estimate("gpt3-1.3b", tp=2, dp=2, precision="fp8", recompute="selective")
+    assert r.plan.gbs == 2 and r.plan.seq == load_model("gpt3-1.3b").seq
+    assert r.plan.precision is Precision.FP8 and r.plan.recompute is Recompute.SELECTIVE
+    with pytest.raises(ConfigError, match="unknown option 'tensor_parallel'"):
+        lumos.estimate("gpt3-1.3b", tensor_parallel=2)
+    with pytest.raises(ConfigError, match="'fp4' is not a valid Precision"):
+        lumos.estimate("gpt3-1.3b", precision="fp4")
+    with pytest.raises(ConfigError, match="tp 5 must divide heads"):
+        lumos.estimate("gpt3-1.3b", tp=5)
