@@ -374,21 +374,17 @@ def estimate(
     model: str | Path,
     *,
     hw: str | Path = "h100",
-    gbs: int | None = None,
-    seq: int | None = None,
-    precision: str = "bf16",
-    recompute: str = "none",
     gpus: int | None = None,
     output: str | Path | None = None,
     all_ranks: bool = False,
     force: bool = False,
     exact: bool = False,
-    **plan: int | bool | str,
+    **plan: Any,
 ) -> EstimateResult:
     """One training step of `model` (built-in name or spec YAML) on `hw`, no trace.
 
-    `plan`: `ParallelPlan` fields (tp, pp, dp, mbs, zero, ...); the rest as `lumos estimate`
-    (-o = `output`); `to_json()` is its --json. Raises ConfigError (unknown model, option,
+    `plan`: `ParallelPlan` fields (tp, pp, dp, mbs, gbs, seq, zero, precision, ...); the
+    rest as `lumos estimate` (-o = `output`); `to_json()` is its --json. Raises ConfigError (unknown model, option,
     hardware; a plan that cannot run), LumosError (`output` holds another set, no `force`).
     """
     from lumos.simulator.workload.plan import ParallelPlan
@@ -396,7 +392,7 @@ def estimate(
     from lumos.simulator.workload.step import estimate as _estimate
 
     spec = load_model(model)
-    p = ParallelPlan.build(spec, gbs=gbs, seq=seq, precision=precision, recompute=recompute, **plan)
+    p = ParallelPlan.build(spec, **plan)
     return _estimate(
         spec, p, hw, gpus=gpus, et_dir=output, force=force, all_ranks=all_ranks, exact=exact
     )
