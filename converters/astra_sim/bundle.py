@@ -1,7 +1,8 @@
 """Writing an ASTRA-sim bundle folder, all or nothing.
 
-Everything goes into a temporary sibling folder first: workload ETs, the four config files,
-`run.sh` with the exact ASTRA-sim command line and a README. The pre-flight then loads that
+Everything goes into a temporary sibling folder first: workload ETs (each stating its node
+count), the four config files, `run.sh` with the exact ASTRA-sim command line, a README
+and the manifest (`manifest.MARKER`: world size and every rank's node count). The pre-flight then loads that
 folder as ASTRA-sim would; only when it passes is the folder renamed into place, so a
 refused export never leaves a partial bundle behind.
 """
@@ -26,15 +27,14 @@ from lumos.converters.astra_sim.config_files import (
     dump_astra_network,
     dump_astra_system,
 )
+from lumos.converters.astra_sim.manifest import MARKER, Manifest, write_manifest
 from lumos.converters.astra_sim.preflight import PreflightReport, preflight_bundle
 from lumos.converters.astra_sim.run_script import WORKLOAD_DIR, run_script
-from lumos.converters.chakra.stream import write_et
+from lumos.converters.chakra.attrs import get_attr
+from lumos.converters.chakra.stream import with_node_count, write_et
 from lumos.errors import ExportError
 from lumos.proto import pb
 from lumos.staging import staging_dir
-
-#: Marks a folder as a bundle lumos wrote: `--force` replaces only such folders.
-MARKER = ".lumos-bundle"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +73,6 @@ def write_bundle(
         )
     tmp = staging_dir(target)
     try:
-        (tmp / MARKER).write_text("written by lumos export astra-sim; --force may replace it\n")
         _write_files(tmp, files)
         report = preflight_bundle(tmp)
         (tmp / "README.md").write_text(readme(report))
@@ -92,8 +91,13 @@ def write_bundle(
 
 
 def _write_files(folder: Path, files: BundleFiles) -> None:
+    counts = []
     for rank, (metadata, nodes) in enumerate(files.workloads):
-        write_et(folder / WORKLOAD_DIR / f"{files.prefix}.{rank}.et", metadata, nodes)
+        meta = with_node_count(metadata, len(nodes))
+        write_et(folder / WORKLOAD_DIR / f"{files.prefix}.{rank}.et", meta, nodes)
+        counts.append(len(nodes))
+    producer = str(get_attr(files.workloads[0][0], "producer", "lumos")) if counts else "lumos"
+    write_manifest(folder, Manifest(producer, files.prefix, len(counts), tuple(counts)))
     dump_astra_system(files.system, folder / "system.json")
     dump_astra_network(files.network, folder / "network.yml")
     dump_astra_memory(files.memory, folder / "memory.json")

@@ -2,8 +2,9 @@
 
 Reads the bundle's own files (workload ETs, system JSON, network YAML, remote-memory and
 comm-group JSON) and checks every rule whose breach makes ASTRA-sim stop, throw, hang or
-report nothing (docs/export.md lists them). Every problem names the rank, node id and
-name, and what to change; all problems are reported together in one ExportError.
+report nothing (docs/export.md lists them), and, for a bundle lumos wrote, that every rank
+file its manifest lists is there, whole (`manifest`). Every problem names the rank, node
+id and name, and what to change; all problems are reported together in one ExportError.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from lumos.converters.astra_sim.crossrank import (
 )
 from lumos.converters.astra_sim.graph import RankGraph, build_rank_graph, topo_order
 from lumos.converters.astra_sim.groups import involved_dims, stoi
+from lumos.converters.astra_sim.manifest import manifest_problems, read_manifest
 from lumos.converters.astra_sim.nodes import SIMULATED_COLLECTIVES
 from lumos.converters.chakra.attrs import attr_field, get_attr
 from lumos.converters.chakra.files import find_et_sources
@@ -110,13 +112,20 @@ def check_workload(
             f"{len(sources)} rank "
             "files (ASTRA-sim opens one per NPU)"
         )
+    manifest = read_manifest(Path(workload).parent, problems)
+    counts: dict[int, int] = {}
     graphs: list[RankGraph] = []
     for expected, source in enumerate(sources):
-        if source.rank != expected:
+        if source.rank != expected and manifest is None:
             problems.append(f"{source.path}: rank file {expected} is missing before it")
             break
-        with source.open() as reader:
-            nodes = list(reader)
+        try:
+            with source.open() as reader:
+                nodes = list(reader)
+        except LumosError as exc:  # cut short (its node_count), bad framing
+            problems.append(str(exc))
+            continue
+        counts[source.rank] = len(nodes)
         try:
             graph = build_rank_graph(source.rank, source.path, nodes)
             topo_order(graph, [(0, p) for p in range(len(nodes))])
@@ -125,6 +134,8 @@ def check_workload(
             continue
         graphs.append(graph)
         _check_nodes(graph, network, system, groups, len(sources), problems, report, bundle)
+    if manifest is not None:
+        problems += manifest_problems(manifest, Path(workload), report.prefix, counts)
     if len(graphs) == len(sources) and not problems:
         seqs, mismatch = collective_sequences(graphs, groups)
         pairs, unpaired = pair_point_to_point(graphs)
