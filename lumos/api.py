@@ -219,7 +219,6 @@ def convert(
     from lumos.converters.pytorch.convert import convert as _convert
 
     paths = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
-    rate = MIN_LINK_RATE if min_link_rate is None else min_link_rate
     out = Path(output)
     raw = _convert(
         paths,
@@ -227,7 +226,7 @@ def convert(
         prefix=prefix,
         step=step,
         jobs=jobs,
-        min_link_rate=rate,
+        min_link_rate=MIN_LINK_RATE if min_link_rate is None else min_link_rate,
         allow_host_only=allow_host_only,
     )
     return Conversion(raw, out)
@@ -248,15 +247,15 @@ def simulate(
     ablate_sync: bool = False,
     allow_partial: bool = False,
     timelines: bool = True,
+    ranks: Sequence[int] | None = None,
 ) -> Simulation:
     """Simulate every rank of `trace` (folder, prefix, file or tar of .et files).
 
     `mode`: "replay" (recorded times), "model" (communication priced on `hw`), "astra"
     (ASTRA-sim compatible); default astra with ASTRA-sim configs, model with `hw`, else
-    replay. The files must form the whole job (RankSetError otherwise) unless
-    `allow_partial`. `timelines=False`: steps and breakdowns only. Raises SimulationError
-    (e.g. only missing durations to replay), ValidationError, ConfigError, TraceFormatError.
-    """
+    replay. The files must form the whole job unless `allow_partial`, or `ranks` picks a
+    subset (docs/simulate.md). `timelines=False`: steps and breakdowns only. Raises
+    SimulationError, ValidationError, ConfigError, TraceFormatError, RankSetError."""
     from lumos.api_pricing import cost_model, pricer
     from lumos.converters.astra_sim.config_files import load_pg_ranks
     from lumos.converters.chakra.files import find_et_sources
@@ -266,13 +265,13 @@ def simulate(
     from lumos.simulator.run import simulate as _simulate
 
     sources = find_et_sources(trace)
-    partial = check_rank_set(sources, allow_partial=allow_partial)
-    ranks = len(sources)
+    subset = None if ranks is None else frozenset(ranks)
+    partial = check_rank_set(sources, allow_partial=allow_partial, ranks=subset)
     if mode is None:
         mode = "astra" if astra_sim_system else "model" if hw else "replay"
     options = SimOptions(
         mode=Mode(mode),
-        pricer=pricer(hw, astra_sim_system, astra_sim_network, ranks),
+        pricer=pricer(hw, astra_sim_system, astra_sim_network, len(sources)),
         fold=fold,
         ablate_sync=ablate_sync,
         comm_groups=load_pg_ranks(comm_groups) if comm_groups else None,
@@ -281,6 +280,7 @@ def simulate(
         cost_model=cost_model(hw),
         estimate_missing=estimate_missing,
         timelines=timelines,
+        ranks=subset,
     )
     try:
         result = _simulate(trace, options)
@@ -302,10 +302,8 @@ def compare(
     ablate_sync: bool = False,
     allow_partial: bool = False,
 ) -> Comparison:
-    """Replay `trace` and put simulated and measured times side by side.
-
-    `hw` prices only collectives that have no recorded time. Raises as `simulate`.
-    """
+    """Replay `trace` and put simulated and measured times side by side (`hw` prices only
+    collectives that have no recorded time). Raises as `simulate`."""
     from lumos.simulator.report.compare import compare as _compare
     from lumos.simulator.report.measured import read_measured
 
@@ -344,12 +342,11 @@ def export_astra_sim(
     from lumos.converters.astra_sim.export import ExportRequest
     from lumos.converters.astra_sim.export import export_astra_sim as _export
     from lumos.converters.astra_sim.workload import CpuGaps, ExportOptions
+    from lumos.converters.chakra.files import find_et_sources
+    from lumos.converters.chakra.rankset import check_rank_set
 
     def path(value: str | Path | None) -> Path | None:
         return None if value is None else Path(value)
-
-    from lumos.converters.chakra.files import find_et_sources
-    from lumos.converters.chakra.rankset import check_rank_set
 
     check_rank_set(find_et_sources(trace), allow_partial=allow_partial)
     request = ExportRequest(

@@ -30,6 +30,7 @@ def load_graphs(
     target: str | Path,
     comm_groups: Mapping[str, Sequence[int]] | None = None,
     repair: bool = False,
+    ranks: frozenset[int] | None = None,
 ) -> list[RankGraph]:
     """Read `<prefix>.<rank>.et` files (folder, prefix, file or tar) into graphs, by rank.
 
@@ -37,10 +38,14 @@ def load_graphs(
     With `repair`, dangling dependencies are dropped, and a graph with a cycle loses its
     dependencies on later ids (producers list nodes in order, so a dependency on a later
     node is the suspect one — mlc-chakra's converter writes such kernel→op edges); both
-    are logged as warnings.
+    are logged as warnings. `ranks`: load only these ranks (an explicit subset; groups
+    named only by "" / "0" still span the whole job).
     """
     graphs: list[RankGraph] = []
     sources = find_et_sources(target)
+    job_size = max(s.rank for s in sources) + 1
+    if ranks is not None:
+        sources = [s for s in sources if s.rank in ranks]
     report("load", 0, len(sources), "ranks")
     for source, g in read_sources(sources, repair):
         log.info("rank %d: %d nodes from %s", source.rank, len(g), source.path)
@@ -53,7 +58,7 @@ def load_graphs(
                 "%s: broke cycles by ignoring %d dependencies on later nodes", source.path, removed
             )
         graphs.append(g)
-    resolve_groups(graphs, comm_groups)
+    resolve_groups(graphs, comm_groups, job_size)
     return graphs
 
 
@@ -66,11 +71,18 @@ def _label_key(label: str) -> str:
 
 
 def resolve_groups(
-    graphs: Sequence[RankGraph], comm_groups: Mapping[str, Sequence[int]] | None = None
+    graphs: Sequence[RankGraph],
+    comm_groups: Mapping[str, Sequence[int]] | None = None,
+    job_size: int = 0,
 ) -> None:
-    """Fill `group`/`groups` of every collective node of every graph (in place)."""
+    """Fill `group`/`groups` of every collective node of every graph (in place).
+
+    The world ("" / "0" groups) is the largest of the ranks' `world_size`, the ranks
+    loaded and `job_size` (the rank files found, when only some are loaded).
+    """
     world_size = max(
-        [g.world_size or 0 for g in graphs] + [max((g.rank for g in graphs), default=-1) + 1]
+        [g.world_size or 0 for g in graphs]
+        + [max((g.rank for g in graphs), default=-1) + 1, job_size]
     )
     world = tuple(range(world_size))
     explicit = {_label_key(k): tuple(int(r) for r in v) for k, v in (comm_groups or {}).items()}

@@ -151,3 +151,28 @@ def match_p2p(
                 f"(src {key[0]}, dst {key[1]}, tag {key[2]})"
             )
     return instances
+
+
+def outside_notes(graphs: Sequence[RankGraph]) -> list[str]:
+    """What simulating only `graphs` (an explicit subset of a job) does to communication.
+
+    The rule (docs/simulate.md): a collective whose group has members outside the subset
+    starts when its members inside have arrived and is priced over its whole group; a
+    send or receive whose peer is outside runs unpaired (its recorded time in replay,
+    priced in model mode). Returns one note with the counts, or none.
+    """
+    loaded = {g.rank for g in graphs}
+    colls = p2p = 0
+    for g in graphs:
+        for i in np.nonzero(g.type == COLL)[0].tolist():
+            colls += not loaded.issuperset(g.groups[int(g.group[i])])
+        for i in np.nonzero((g.type == SEND) | (g.type == RECV))[0].tolist():
+            p2p += int(g.comm_peer[i]) not in loaded
+    if not colls and not p2p:
+        return []
+    return [
+        f"simulated ranks {', '.join(map(str, sorted(loaded)))} only: {colls} collective "
+        "node(s) have members outside them (each starts when its members here arrive, "
+        f"priced over its whole group), {p2p} send/recv node(s) have their peer outside "
+        "(run unpaired)"
+    ]

@@ -39,7 +39,7 @@ from lumos.simulator.network.api import CollectivePricer
 from lumos.simulator.plan import Plan, build_plan, empty_plan
 from lumos.simulator.processors import assign_processors
 from lumos.simulator.provenance import check_durations, durations, pricing_notes
-from lumos.simulator.rendezvous import Instance, match_collectives, match_p2p
+from lumos.simulator.rendezvous import Instance, match_collectives, match_p2p, outside_notes
 from lumos.simulator.result import ProcessorInfo, SimResult
 from lumos.simulator.scheduler import Schedule, run_plan
 from lumos.simulator.step_end import StepTail, step_tail
@@ -77,7 +77,8 @@ class SimOptions:
     node's simulated times and the graphs in the result (the critical path, timelines
     and plots walk them); without, the graphs are released before the event loop and
     each rank keeps its step times and breakdown (~95 instead of ~250 bytes a node for
-    the whole run: `docs/speed.md`).
+    the whole run: `docs/speed.md`). `ranks`: simulate only these ranks of the trace
+    (`rendezvous.outside_notes` states what that means for communication).
     """
 
     mode: Mode = Mode.REPLAY
@@ -90,6 +91,7 @@ class SimOptions:
     cost_model: CostModel | None = None
     estimate_missing: bool = False
     timelines: bool = True
+    ranks: frozenset[int] | None = None
 
 
 def simulate(
@@ -187,7 +189,7 @@ def _simulate(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: 
 def _prepare(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: Mode) -> _Prepared:
     """Load (or take) the graphs, validate and match them, and build the plan."""
     graphs = (
-        load_graphs(source, opts.comm_groups, opts.repair)
+        load_graphs(source, opts.comm_groups, opts.repair, opts.ranks)
         if isinstance(source, (str, Path))
         else list(source)
     )
@@ -195,7 +197,7 @@ def _prepare(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: M
         from lumos.simulator.network.binary_rules import check_binary_rules
 
         check_binary_rules(source, opts.pricer, opts.comm_groups)
-    notes: list[str] = []
+    notes: list[str] = outside_notes(graphs) if opts.ranks is not None else []
     graphs = _estimate(graphs, mode, opts, notes)
     t_load = time.perf_counter()
     problems = [p for g in graphs for p in cycle_problems(g)]

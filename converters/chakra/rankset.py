@@ -156,13 +156,30 @@ def rank_set_problems(headers: Sequence[RankHeader]) -> tuple[list[str], list[st
     return errors, missing
 
 
-def check_rank_set(sources: Sequence[EtSource], *, allow_partial: bool = False) -> list[str]:
+def check_rank_set(
+    sources: Sequence[EtSource],
+    *,
+    allow_partial: bool = False,
+    ranks: frozenset[int] | None = None,
+) -> list[str]:
     """Refuse an incomplete or inconsistent set; returns the excused problems as warnings.
 
-    Raises RankSetError listing every problem (missing ranks only without
-    `allow_partial`), TraceFormatError if a file's metadata cannot be read.
+    `ranks`: an explicit subset is wanted; ranks of the set outside it may be missing,
+    but every rank asked for must be there. Raises RankSetError listing every problem
+    (missing ranks only without `allow_partial` or `ranks`), TraceFormatError if a
+    file's metadata cannot be read.
     """
     errors, missing = rank_set_problems(read_headers(sources))
+    if ranks is not None:
+        present = {s.rank for s in sources}
+        absent = sorted(ranks - present)
+        if absent:
+            where = sources[0].path if sources else ""
+            errors.append(
+                f"rank(s) {_ranges(absent)} asked for are not in the set (it holds ranks "
+                f"{_ranges(sorted(present))}, next to {where})"
+            )
+        missing = []
     if not allow_partial:
         errors += [m + "; pass --allow-partial to use the ranks present" for m in missing]
     if errors:

@@ -67,6 +67,28 @@ def output_option(
     )
 
 
+class RankList(click.ParamType):
+    """`0,1,5` or `0-3,8`: ranks, sorted, each once (a bad spelling is exit code 2)."""
+
+    name = "RANKS"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> tuple[int, ...]:
+        if isinstance(value, tuple):
+            return value
+        ranks: set[int] = set()
+        for part in str(value).replace(" ", "").split(","):
+            lo, dash, hi = part.partition("-")
+            if not lo.isdigit() or (dash and not hi.isdigit()):
+                raise BadOption(f"--ranks {value!r}: give ranks like 0,1,5 or 0-3,8")
+            first, last = int(lo), int(hi) if dash else int(lo)
+            if last < first:
+                raise BadOption(f"--ranks {value!r}: range {part} runs backwards")
+            if last - first > 1 << 20:
+                raise BadOption(f"--ranks {value!r}: range {part} is too long")
+            ranks.update(range(first, last + 1))
+        return tuple(sorted(ranks))
+
+
 force_option = click.option(
     "--force", is_flag=True, help="Replace outputs that already exist (else refuse)."
 )

@@ -7,6 +7,7 @@ import click
 from lumos.api import simulate
 from lumos.cli.main import echo_json, handle_errors, quiet
 from lumos.cli.options import (
+    RankList,
     astra_sim_options,
     check_output,
     force_option,
@@ -97,6 +98,13 @@ def _hardware_words(hw: str | None, astra_sim_system: str | None) -> str:
     "not with --timeline or --plot).",
 )
 @partial_option
+@click.option(
+    "--ranks",
+    type=RankList(),
+    default=None,
+    help="Simulate only these ranks of the set, on purpose (0,1,5 or 0-3,8); collectives "
+    "reaching other ranks start when these arrive (counted in a note).",
+)
 @handle_errors
 def simulate_command(
     trace: str,
@@ -116,6 +124,7 @@ def simulate_command(
     estimate_missing: bool,
     no_timelines: bool,
     allow_partial: bool,
+    ranks: tuple[int, ...] | None,
 ) -> None:
     """Simulate all ranks of TRACE (folder, prefix, file or tar of <prefix>.<rank>.et).
 
@@ -143,6 +152,7 @@ def simulate_command(
             ablate_sync=no_sync_edges,
             allow_partial=allow_partial,
             timelines=not no_timelines,
+            ranks=ranks,
         )
     result, report = sim.raw, sim.report
     if timeline:
