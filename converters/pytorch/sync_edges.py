@@ -3,8 +3,10 @@
 Kineto's `cuda_sync` events (recorded when the profiler enables CUDA sync events) say
 which stream and which event a sync call or `cudaStreamWaitEvent` waited on; without
 them a stream sync is assumed to wait for the stream its thread launched on last, and a
-device sync for every stream. The waited-for GPU op is the last one launched on that
-stream before the sync (or before the `cudaEventRecord` it names). A sync task's
+device sync for every stream, and an event sync (`cudaEventSynchronize`,
+`hipEventSynchronize`) for the event its thread recorded last before it. The waited-for
+GPU op is the last one launched on that stream before the sync (or before the
+`cudaEventRecord` it names or is paired with). A sync task's
 duration becomes the time it ran after its GPU op finished, since the wait itself is
 now an edge; the part cut off is kept (`sync_wait_ns`, and `TaskTable.waited` so the
 next op's `gap_ns` counts from the call's recorded end, not from the shortened one).
@@ -12,6 +14,7 @@ next op's `gap_ns` counts from the call's recorded end, not from the shortened o
 
 from __future__ import annotations
 
+import bisect
 from typing import Any
 
 import numpy as np
@@ -20,7 +23,7 @@ from lumos.converters.chakra import conventions as cv
 from lumos.converters.pytorch.kineto import Kind, KinetoTrace
 from lumos.converters.pytorch.stream_index import StreamIndex
 from lumos.converters.pytorch.tasks import TaskTable
-from lumos.converters.pytorch.wait_inference import ThreadCalls, infer_waits
+from lumos.converters.pytorch.wait_inference import INFERRED_EVENT_BASE, ThreadCalls, infer_waits
 
 __all__ = ["StreamIndex", "add_sync_edges"]
 
@@ -75,7 +78,7 @@ def add_sync_edges(
     syncs = np.flatnonzero((stream_at < 0) & is_sync[trace.name[ev[runtime]]])
     before = _last_launch_stream(table.tid[runtime], stream_at)
     counts = dict.fromkeys(("recorded", "inferred", "rejected", "same_stream", "unresolved"), 0)
-    pending: dict[str, list[int]] = {"wait": [], "record": []}
+    pending: dict[str, list[int]] = {"wait": [], "record": [], "event": []}
     for pos in syncs.tolist():
         task = int(runtime[pos])
         last = int(before[pos])
@@ -86,7 +89,50 @@ def add_sync_edges(
             counts[outcome] += 1
     if pending["wait"]:
         _infer(table, runtime, stream_at, before, pending, index, counts)
+    for pos in pending["event"]:
+        counts[_infer_event_sync(table, runtime, before, pending["record"], pos, index)] += 1
     return counts
+
+
+def _infer_event_sync(
+    table: TaskTable,
+    runtime: np.ndarray,
+    before: np.ndarray,
+    records: list[int],
+    pos: int,
+    index: StreamIndex,
+) -> str:
+    """A `cudaEventSynchronize` the trace does not resolve (no `cuda_sync`): it waits for
+    the event its thread recorded last before it, i.e. for the last GPU op launched on the
+    record's stream (the one the trace names, else the one launched on before the
+    record) before the record. Checked against the timestamps like every inferred wait.
+    """
+    task = int(runtime[pos])
+    k = bisect.bisect_left(records, pos) - 1
+    if k < 0 or table.tid[runtime[records[k]]] != table.tid[task]:
+        return "unresolved"  # no record on this thread (recorded elsewhere, or not traced)
+    record = int(runtime[records[k]])
+    rec_attrs = table.attrs_of(record)
+    stream = int(rec_attrs.get(cv.SYNC_STREAM, -1))
+    if stream < 0:
+        stream = int(before[records[k]])
+    src = index.last_before(stream, int(table.start[record]) + 1) if stream >= 0 else None
+    if src is None:
+        if not rec_attrs:
+            del table.attrs[record]
+        return "unresolved"
+    attrs = table.attrs_of(task)
+    attrs[cv.SYNC_STREAM] = stream
+    attrs[cv.SYNC_INFERRED] = True
+    outcome = _wait(table, task, [src], "inferred")
+    if outcome == "inferred":
+        if cv.EVENT_RECORD not in rec_attrs:
+            rec_attrs[cv.EVENT_RECORD] = INFERRED_EVENT_BASE + record
+            rec_attrs[cv.SYNC_STREAM] = stream
+        attrs[cv.SYNC_EVENT] = rec_attrs[cv.EVENT_RECORD]
+    elif not rec_attrs:
+        del table.attrs[record]
+    return outcome
 
 
 def _infer(
@@ -172,6 +218,8 @@ def _sync_task(
             outcome = "unresolved"
     elif name in EVENT_SYNC:
         attrs[cv.SYNC_KIND] = "event"
+        if "wait_on_cuda_event_record_corr_id" not in args:
+            return "event"  # no cuda_sync: pair with its record by program order
         src = _recorded(table, args, launch_of, index)
         if "wait_on_cuda_event_id" in args:
             attrs[cv.SYNC_EVENT] = int(args["wait_on_cuda_event_id"])
