@@ -97,6 +97,8 @@ class RankGraph:
     measured_step_ns: int | None = None
     step_start_ns: int | None = None
     source: str = ""
+    #: the metadata's `node_count` (None: a foreign file that states none)
+    node_count: int | None = None
     dropped_deps: int = 0
     op_inputs: dict[int, tuple[str, str, str]] = field(default_factory=dict)
     op_work: dict[int, tuple[float, float]] = field(default_factory=dict)

@@ -257,10 +257,17 @@ def dep_csr(
     if not found.all():
         if not repair:
             first = int(np.argmin(found))
+            later = int((flat[~found] > ids[-1]).sum()) if n else 0
+            cut = (
+                f"; {later} dependencies name ids above the file's last id {int(ids[-1])}: "
+                "it looks cut short"
+                if later
+                else ""
+            )
             raise TraceFormatError(
                 source,
                 f"{where(int(owner[first]))} depends on node {int(flat[first])}, which is "
-                "not in the file (--repair drops such dependencies)",
+                f"not in the file (--repair drops such dependencies){cut}",
             )
         dropped = int((~found).sum())
         owner, pos = owner[found], pos[found]
@@ -291,7 +298,7 @@ def _first_of_each(owner: np.ndarray, pos: np.ndarray, n: int) -> np.ndarray | N
 
 
 def fill_metadata(g: RankGraph, metadata: pb.GlobalMetadata) -> None:
-    """World size, measured step and process groups from the ET's metadata."""
+    """World size, measured step, node count and process groups from the ET's metadata."""
     meta = {x.name: attr_value(x) for x in metadata.attr}
     if cv.META_WORLD_SIZE in meta:
         g.world_size = int(meta[cv.META_WORLD_SIZE])
@@ -299,6 +306,8 @@ def fill_metadata(g: RankGraph, metadata: pb.GlobalMetadata) -> None:
         g.measured_step_ns = int(meta[cv.META_STEP_NS])
     if cv.META_STEP_START_NS in meta:
         g.step_start_ns = int(meta[cv.META_STEP_START_NS])
+    if isinstance(meta.get(cv.META_NODE_COUNT), int):
+        g.node_count = int(meta[cv.META_NODE_COUNT])
     groups = meta.get(cv.META_PROCESS_GROUPS)
     if groups:
         try:

@@ -1,4 +1,5 @@
-"""Load-time checks of one rank's graph that the scheduler relies on: no cycles.
+"""Load-time checks of one rank's graph: no cycles (the scheduler relies on it), and the
+signs that a foreign file was cut short (`cut_short_notes`, a note, not an error).
 
 (Dangling dependencies and duplicate ids are refused while the graph is built; collective
 sequences and send/recv pairing are checked across ranks in `rendezvous`.) Nodes listed
@@ -11,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from lumos.converters.chakra.dag import blocked_nodes
+from lumos.converters.chakra.truncation import cut_signs, is_step_name
 from lumos.simulator.graph import RankGraph
 
 MAX_LISTED = 5
@@ -40,3 +42,18 @@ def drop_forward_deps(g: RankGraph) -> int:
     g.dep_idx = g.dep_idx[keep]
     g.dep_ptr = np.concatenate(([0], np.cumsum(np.bincount(owner[keep], minlength=len(g)))))
     return int((~keep).sum())
+
+
+def cut_short_notes(g: RankGraph) -> list[str]:
+    """Why a foreign rank file (no `node_count`) looks cut short at a frame boundary, one
+    note per sign (`converters.chakra.truncation`); none for files that state a count."""
+    if g.node_count is not None or not len(g):
+        return []
+    step_names = {k: name for k, name in enumerate(g.names) if is_step_name(name)}
+    steps = {
+        int(p): step_names[int(g.name_idx[p])]
+        for p in np.flatnonzero(np.isin(g.name_idx, list(step_names)))
+    }
+    missing = np.zeros(0, np.int64)  # dangling dependencies stop the load before this
+    where = g.source or f"rank {g.rank}"
+    return [f"{where}: {sign}" for sign in cut_signs(g.ids, steps, g.start_ns, g.dur_ns, missing)]

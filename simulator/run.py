@@ -32,7 +32,7 @@ from lumos.simulator.backlog import stream_backlog
 from lumos.simulator.comm_cost import ASTRA_PRICED, CommCoster
 from lumos.simulator.fold import Folding, find_folding, identity
 from lumos.simulator.graph import SEND, RankGraph
-from lumos.simulator.graph_checks import cycle_problems
+from lumos.simulator.graph_checks import cut_short_notes, cycle_problems
 from lumos.simulator.heap import trim
 from lumos.simulator.load import load_graphs
 from lumos.simulator.network.api import CollectivePricer
@@ -198,6 +198,10 @@ def _prepare(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: M
 
         check_binary_rules(source, opts.pricer, opts.comm_groups)
     notes: list[str] = outside_notes(graphs) if opts.ranks is not None else []
+    cut = [n for g in graphs for n in cut_short_notes(g)]
+    if cut:
+        log.warning("%d rank file(s) look cut short: %s", len(cut), "; ".join(cut))
+    notes += cut
     graphs = _estimate(graphs, mode, opts, notes)
     t_load = time.perf_counter()
     problems = [p for g in graphs for p in cycle_problems(g)]

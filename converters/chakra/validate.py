@@ -3,7 +3,8 @@
 Per file: unique ids, every dependency resolvable in the same file, no cycles, no
 all-default node (its empty frame ends the file for the reference reader), standard
 attributes in the value fields other tools read, communication nodes that carry what a
-simulator needs. Across the ranks of one trace: every process group's members issue the
+simulator needs; a foreign file (no `node_count`) that looks cut short is a warning
+(`truncation`). Across the ranks of one trace: every process group's members issue the
 same collectives in the same order with the same sizes. Each problem names the file,
 the node id and the node name, so it can be found and fixed.
 """
@@ -29,6 +30,7 @@ from lumos.converters.chakra.node_rules import (
     check_metadata,
 )
 from lumos.converters.chakra.rankset import RankHeader, header_of, rank_set_problems
+from lumos.converters.chakra.truncation import cut_signs, is_step_name
 from lumos.errors import LumosError
 from lumos.proto import pb
 
@@ -79,9 +81,11 @@ def check_file(source: EtSource, world: int | None = None) -> FileCheck:
     dep_from = array("Q")  # node index
     dep_to = array("Q")  # dependency id
     names: list[str] = []
+    timing = _Timing()
     with source.open() as reader:
         check.header = header_of(source, reader.metadata)
         check.groups = check_metadata(reader.metadata, path, problems)
+        counted = any(a.name == "node_count" for a in reader.metadata.attr)
         world = check.header.world_size or world
         for index, node in enumerate(reader):
             if node.ByteSize() == 0:
@@ -102,6 +106,8 @@ def check_file(source: EtSource, world: int | None = None) -> FileCheck:
                 dep_from.append(index)
                 dep_to.append(dep)
             attrs = check_attrs(node, path, problems)
+            if not counted:
+                timing.add(index, node, attrs)
             if node.type in (pb.COMM_COLL_NODE, *P2P_TYPES):
                 check_comm(node, attrs, path, world, problems)
             if node.type == pb.COMM_COLL_NODE:
@@ -118,7 +124,37 @@ def check_file(source: EtSource, world: int | None = None) -> FileCheck:
         problems.append(Problem("no-nodes", Severity.ERROR, path, "file has no nodes"))
         return check
     _check_graph(np.frombuffer(ids, dtype=np.uint64), dep_from, dep_to, names, path, problems)
+    if not counted:  # a foreign file: only its graph can say it was cut short
+        node_ids = np.frombuffer(ids, dtype=np.uint64).astype(np.int64)
+        targets = np.frombuffer(dep_to, dtype=np.uint64).astype(np.int64)
+        missing = np.setdiff1d(targets, node_ids)
+        start, dur = timing.arrays()
+        for sign in cut_signs(node_ids, timing.steps, start, dur, missing):
+            problems.append(Problem("cut-short", Severity.WARNING, path, sign))
     return check
+
+
+class _Timing:
+    """Recorded start and duration (ns) of every node, and the ProfilerStep nodes."""
+
+    def __init__(self) -> None:
+        self.start = array("q")
+        self.dur = array("q")
+        self.steps: dict[int, str] = {}
+
+    def add(self, index: int, node: pb.Node, attrs: dict[str, object]) -> None:
+        start, dur = attrs.get("start_ns"), attrs.get("dur_ns")
+        if not isinstance(start, int) or isinstance(start, bool):
+            start = node.start_time_micros * 1000 if node.start_time_micros else -1
+        if not isinstance(dur, int) or isinstance(dur, bool):
+            dur = node.duration_micros * 1000
+        self.start.append(max(min(start, 1 << 62), -1))
+        self.dur.append(max(min(dur, 1 << 62), -1))
+        if is_step_name(node.name):
+            self.steps[index] = node.name
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.frombuffer(self.start, np.int64), np.frombuffer(self.dur, np.int64)
 
 
 def _check_graph(

@@ -74,10 +74,12 @@ def _node(i: int, deps: list[int] = (), **kw: object) -> pb.Node:  # type: ignor
 
 def test_dangling_dependency_names_node(tmp_path: Path) -> None:
     write_et(tmp_path / "d.0.et", None, [_node(1), _node(2, [7])])
-    (p,) = validate_sources(find_et_sources(tmp_path / "d.0.et")).problems
+    p, cut = validate_sources(find_et_sources(tmp_path / "d.0.et")).problems
     assert (
         p.code == "dangling-dep" and p.node_id == 2 and p.node_name == "op2" and "id 7" in p.message
     )
+    # id 7 is beyond the last id of a file that states no node_count: a sign of a cut
+    assert cut.code == "cut-short" and "above its last id 2 (7)" in cut.message
 
 
 def test_cycle_is_named(tmp_path: Path) -> None:
