@@ -103,7 +103,7 @@ NODE_ATTRS: tuple[AttrSpec, ...] = (
     AttrSpec(
         SYNC_INFERRED,
         "bool_val",
-        "on a sync or wait call: what it waits for was inferred from program order (the stream launched on last before a stream sync; for a stream wait, the streams of the launches or event records around it), not named by the trace's cuda_sync events",
+        "on a sync or wait call: what it waits for was inferred from program order (the stream launched on last before a stream sync; for a stream wait or an event sync, the streams of the launches or event records around it), not named by the trace's cuda_sync events",
     ),
     AttrSpec(
         EVENT_RECORD,
