@@ -10,7 +10,8 @@ numbers); then each rank's colour is refined by the colours of its collective gr
 members and its send/recv peers, until stable. A folding is used only when it is exact:
 for every representative and every group it belongs to, each member's representative is
 itself a member (so a folded collective still meets every class it would have met).
-Exactness also assumes the pricer charges equal-shaped groups equally (true for replay).
+Exactness also assumes the pricer charges equal-shaped groups equally (true for replay);
+a placement-aware pricer's charges per rank can be given as extra `keys`.
 """
 
 from __future__ import annotations
@@ -101,15 +102,23 @@ def _base_colours(graphs: Sequence[RankGraph], start: Mapping[int, int]) -> list
     return out
 
 
-def find_folding(graphs: Sequence[RankGraph], offsets: Mapping[int, int] | None = None) -> Folding:
+def find_folding(
+    graphs: Sequence[RankGraph],
+    offsets: Mapping[int, int] | None = None,
+    keys: Mapping[int, bytes] | None = None,
+) -> Folding:
     """The coarsest exact folding colour refinement finds (identity if none).
 
     `offsets`: each rank's start time (aligned ranks); ranks starting at different times
-    are never folded together.
+    are never folded together. `keys`: per rank, what else must be equal for two ranks
+    to fold (a pricer that charges by placement: what it charges each rank's transfers).
     """
     by_rank = {g.rank: g for g in graphs}
     start = offsets or {}
-    colour = dict(zip(by_rank, _base_colours(graphs, start), strict=True))
+    base = _base_colours(graphs, start)
+    if keys is not None:
+        base = _intern([b"%d|" % c + keys.get(r, b"") for c, r in zip(base, by_rank, strict=True)])
+    colour = dict(zip(by_rank, base, strict=True))
     p2p = {g.rank: np.nonzero((g.type == SEND) | (g.type == RECV))[0] for g in graphs}
     colls = {g.rank: np.nonzero(g.type == COLL)[0] for g in graphs}
     classes = len(set(colour.values()))

@@ -64,8 +64,9 @@ class SimOptions:
 
     `pricer` prices communication (required for model and astra; in replay it prices
     only collectives with no recorded time). `fold`: simulate one of each set of identical
-    ranks (exact; see `lumos.simulator.fold`). `ablate_sync`: drop cross-stream and
-    GPU→CPU edges and runtime syncs (the dPRO-like graph, for ablations). `comm_groups`:
+    ranks (exact; see `lumos.simulator.fold`); `fold_keys`: per rank, what else must be
+    equal for ranks to fold (what a placement-aware pricer charges them). `ablate_sync`:
+    drop cross-stream and GPU→CPU edges and runtime syncs (the dPRO-like graph, for ablations). `comm_groups`:
     ASTRA-sim comm-group mapping `{pg_name: [ranks]}`. `repair`: load
     broken foreign ETs anyway — drop dependencies on absent ids, and in a graph with a
     cycle, dependencies on later ids (see `load.load_graphs`) — instead of failing.
@@ -84,6 +85,7 @@ class SimOptions:
     mode: Mode = Mode.REPLAY
     pricer: CollectivePricer | None = None
     fold: bool = False
+    fold_keys: Mapping[int, bytes] | None = None
     ablate_sync: bool = False
     comm_groups: Mapping[str, Sequence[int]] | None = None
     repair: bool = False
@@ -207,7 +209,9 @@ def _prepare(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: M
     problems = [p for g in graphs for p in cycle_problems(g)]
     align = opts.align_ranks if opts.align_ranks is not None else mode is Mode.REPLAY
     alignment = align_ranks(graphs, align and mode is not Mode.ASTRA)
-    folding = find_folding(graphs, alignment.offsets) if opts.fold else identity(graphs)
+    folding = (
+        find_folding(graphs, alignment.offsets, opts.fold_keys) if opts.fold else identity(graphs)
+    )
     by_rank = {g.rank: g for g in graphs}
     sim_graphs = [by_rank[r] for r in folding.simulated]
     # astra mode: collectives ASTRA-sim does not simulate wait their own duration on

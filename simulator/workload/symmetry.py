@@ -1,23 +1,24 @@
-"""Whether a generated step's ranks may be folded: equal graphs and equal prices.
+"""Which generated ranks may be folded: equal graphs and equal prices.
 
 The generator already emits one rank per (pipeline stage, CP rank); with context
 parallelism the CP ranks of a stage still run identical graphs (load-balanced causal
-chunks), so the simulator's folding (`lumos.simulator.fold`) would simulate one of them
-— 4x fewer events at CP 4. Folding compares graphs, not placement, and is exact only when
+chunks), so the simulator's folding (`lumos.simulator.fold`) can simulate one of them —
+4x fewer events at CP 4. Folding compares graphs, not placement, and is exact only when
 the pricer charges every member of a class what it charges the class's representative.
 The network model prices by placement: a CP ring of TP 4 x CP 4 on 8-GPU nodes has two
-links inside a node and two across nodes, so its ranks are not interchangeable although
-their graphs are. `foldable` says yes only when every member of every class pays, node
-for node, what its representative pays for each send and each collective.
+links inside a node and two across nodes, so its ranks are interchangeable in pairs
+(CP 0 with 2, 1 with 3), not all four. `price_keys` digests what each rank pays, node for
+node, for each send and collective; given as the fold's extra keys, only ranks that pay
+alike fold together (TP 8 x CP 4: all four; TP 4 x CP 4: two classes).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from lumos.simulator.fold import find_folding
 from lumos.simulator.graph import COLL, SEND, RankGraph
 from lumos.simulator.network.api import CollectivePricer
 
@@ -54,17 +55,10 @@ def _prices(g: RankGraph, pricer: CollectivePricer) -> np.ndarray:
     return np.concatenate([_per_node(peer_key, p2p), _per_node(coll_key, coll)])
 
 
-def foldable(graphs: Sequence[RankGraph], pricer: CollectivePricer) -> bool:
-    """True when folding `graphs` is exact under `pricer` (some class has > 1 member and
-    every member's transfers cost what its representative's do)."""
-    folding = find_folding(graphs)
-    if not folding.folded:
-        return False
-    by_rank = {g.rank: g for g in graphs}
-    reference: dict[int, np.ndarray] = {}
-    for rank, rep in folding.rep.items():
-        if rep not in reference:
-            reference[rep] = _prices(by_rank[rep], pricer)
-        if rank != rep and not np.array_equal(_prices(by_rank[rank], pricer), reference[rep]):
-            return False
-    return True
+def price_keys(graphs: Sequence[RankGraph], pricer: CollectivePricer) -> dict[int, bytes]:
+    """Per rank, a digest of what `pricer` charges each of its sends and collectives, in
+    node order: the `SimOptions.fold_keys` that keep folding exact under placement."""
+    out = {}
+    for g in graphs:
+        out[g.rank] = hashlib.blake2b(_prices(g, pricer).tobytes(), digest_size=16).digest()
+    return out

@@ -1,6 +1,6 @@
 """The estimator's short paths against the full simulation: a many-micro-batch pipeline
-extrapolated from two short ones (`periodic`), and CP ranks folded only where the network
-charges them alike (`symmetry`)."""
+extrapolated from two short ones (`periodic`), and CP ranks folded only with those the
+network charges alike (`symmetry`)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from lumos.simulator.run import Mode, SimOptions, simulate
 from lumos.simulator.workload import ParallelPlan, Recompute, estimate, generate
 from lumos.simulator.workload.breakdown import Breakdown
 from lumos.simulator.workload.periodic import sample_counts
-from lumos.simulator.workload.symmetry import foldable
+from lumos.simulator.workload.symmetry import price_keys
 
 TOLERANCE = 0.01  # the stated bound per plan; measured differences are below 1e-9
 
@@ -69,42 +69,48 @@ def test_periodic_pipeline_matches_full_simulation(case: tuple[str, ParallelPlan
 
 
 def test_sample_counts_reach_the_steady_state_on_every_stage() -> None:
-    # 1F1B: stage 0 warms up with pp - 1 forwards, so pp micro-batches already repeat
-    assert sample_counts(ParallelPlan(pp=4, dp=1, gbs=64)) == (4, 8)
+    # 1F1B: stage 0 warms up with pp - 1 forwards, so from pp on each micro-batch repeats
+    assert sample_counts(ParallelPlan(pp=4, dp=1, gbs=64)) == (4, 5)
     # interleaved: stage 0 warms up with 2(pp-1) + (vp-1)pp chunk passes: 2pp needed
     assert sample_counts(ParallelPlan(pp=4, vp=2, dp=1, gbs=64)) == (8, 12)
     assert sample_counts(ParallelPlan(pp=4, vp=2, dp=1, gbs=20)) is None  # no saving
     assert sample_counts(ParallelPlan(pp=1, dp=1, gbs=4)) == (1, 2)
+    assert sample_counts(ParallelPlan(pp=4, dp=1, gbs=9)) is None
 
 
-def _simulate(model: str, plan: ParallelPlan, fold: bool) -> dict[int, int]:
+def _simulate(model: str, plan: ParallelPlan, fold: str) -> tuple[dict[int, int], int]:
+    """Each rank's step time and how many ranks were simulated: fold "no", "blind" (graphs
+    alike) or "priced" (graphs alike and charged alike)."""
     system = load_system("h100", num_nodes=max(plan.world // 8, 1))
     step = generate(model, plan, system)
-    opts = SimOptions(mode=Mode.MODEL, pricer=make_pricer(system), fold=fold)
+    pricer = make_pricer(system)
+    keys = price_keys(step.graphs, pricer) if fold == "priced" else None
+    opts = SimOptions(mode=Mode.MODEL, pricer=pricer, fold=fold != "no", fold_keys=keys)
     result = simulate(step.graphs, opts)
-    return {r.rank: r.iteration_time_ns for r in result.ranks}
+    times = {r.rank: r.iteration_time_ns for r in result.ranks}
+    return times, int(result.stats["ranks_simulated"])
 
 
 def test_cp_ranks_fold_when_every_ring_link_costs_the_same() -> None:
     # TP 8 x CP 2: each CP peer sits on another node, both ring links cross nodes
     plan = ParallelPlan(tp=8, pp=2, cp=2, dp=1, mbs=1, gbs=4, seq=8192)
-    system = load_system("h100", num_nodes=4)
-    step = generate("llama3-8b", plan, system)
-    assert foldable(step.graphs, make_pricer(system))
-    assert _simulate("llama3-8b", plan, fold=True) == _simulate("llama3-8b", plan, fold=False)
+    full, n_full = _simulate("llama3-8b", plan, "no")
+    folded, n_folded = _simulate("llama3-8b", plan, "priced")
+    assert folded == full and (n_folded, n_full) == (2, 4)
     est = estimate("llama3-8b", plan, "h100", exact=True)
     assert est.stats["ranks_simulated"] == 2 < est.stats["ranks_generated"] == 4
 
 
-def test_cp_ranks_do_not_fold_when_the_ring_straddles_nodes() -> None:
-    # TP 4 x CP 4 on 8-GPU nodes: ring links 0-4 and 8-12 inside a node, 4-8 and 12-0 across
+def test_cp_ranks_fold_in_pairs_when_the_ring_straddles_nodes() -> None:
+    # TP 4 x CP 4 on 8-GPU nodes: ring links 0-4 and 8-12 inside a node, 4-8 and 12-0
+    # across: CP ranks 0 and 2 pay alike, 1 and 3 pay alike
     plan = ParallelPlan(tp=4, cp=4, dp=1, mbs=1, gbs=2, seq=8192)
-    system = load_system("h100", num_nodes=2)
-    step = generate("llama3-8b", plan, system)
-    assert not foldable(step.graphs, make_pricer(system))
-    folded = _simulate("llama3-8b", plan, fold=True)  # what a blind fold would give
-    assert folded != _simulate("llama3-8b", plan, fold=False)
-    assert estimate("llama3-8b", plan, "h100").stats["ranks_simulated"] == 4
+    full, n_full = _simulate("llama3-8b", plan, "no")
+    folded, n_folded = _simulate("llama3-8b", plan, "priced")
+    assert folded == full and (n_folded, n_full) == (2, 4)
+    blind, n_blind = _simulate("llama3-8b", plan, "blind")  # graphs alone: one class, wrong
+    assert n_blind == 1 and blind != full
+    assert estimate("llama3-8b", plan, "h100").stats["ranks_simulated"] == 2
 
 
 def test_estimate_cli_takes_the_same_path() -> None:
@@ -113,7 +119,7 @@ def test_estimate_cli_takes_the_same_path() -> None:
     out = CliRunner().invoke(cli, args)
     assert out.exit_code == 0, out.output
     result = json.loads(out.stdout)["result"]
-    assert result["stats"]["microbatches_simulated"] == [4, 8]
+    assert result["stats"]["microbatches_simulated"] == [4, 5]
     api = estimate("gpt3-1.3b", PLANS[0][1], "h100")
     assert result["iteration_time_s"] == round(api.iteration_time_s, 6)
     exact = CliRunner().invoke(cli, [*args, "--exact"])
