@@ -14,14 +14,15 @@ from lumos.cli.main import cli
 from lumos.hwconfigs.load import load_system
 from lumos.simulator.network.nccl import make_pricer
 from lumos.simulator.run import Mode, SimOptions, simulate
-from lumos.simulator.workload import ParallelPlan, Recompute, estimate, generate
+from lumos.simulator.workload import ParallelPlan, Precision, Recompute, estimate, generate
 from lumos.simulator.workload.breakdown import Breakdown
 from lumos.simulator.workload.periodic import sample_counts
 from lumos.simulator.workload.symmetry import price_keys
 
 TOLERANCE = 0.01  # the stated bound per plan; measured differences are below 1e-9
 
-# (model, plan): 1F1B and interleaved, DP overlap on and off, ZeRO 0 and 1, CP, PP 1
+# (model, plan): 1F1B and interleaved, DP overlap on and off, ZeRO 0, 1 and 3, CP, PP 1,
+# FP8 with TP-comm overlap
 PLANS = [
     ("gpt3-1.3b", ParallelPlan(tp=2, pp=4, dp=2, mbs=1, gbs=32, seq=2048)),
     ("gpt3-1.3b", ParallelPlan(tp=2, pp=4, vp=2, dp=2, mbs=1, gbs=48, seq=2048)),
@@ -40,6 +41,14 @@ PLANS = [
     ),
     ("llama3-8b", ParallelPlan(tp=2, pp=2, cp=2, dp=2, mbs=1, gbs=16, seq=4096)),
     ("gpt3-1.3b", ParallelPlan(tp=4, pp=1, dp=2, mbs=2, gbs=16, seq=2048)),
+    ("gpt3-1.3b", ParallelPlan(tp=2, pp=1, dp=4, zero=3, mbs=2, gbs=64, seq=2048)),
+    (
+        "gpt3-1.3b",
+        ParallelPlan(
+            tp=2, pp=2, dp=2, mbs=1, gbs=32, seq=2048, tp_comm_overlap=True,
+            precision=Precision.FP8,
+        ),
+    ),
 ]  # fmt: skip
 
 
