@@ -105,19 +105,20 @@ def _base_colours(graphs: Sequence[RankGraph], start: Mapping[int, int]) -> list
 def find_folding(
     graphs: Sequence[RankGraph],
     offsets: Mapping[int, int] | None = None,
-    keys: Mapping[int, bytes] | None = None,
+    fold_keys: Mapping[int, bytes] | None = None,
 ) -> Folding:
     """The coarsest exact folding colour refinement finds (identity if none).
 
     `offsets`: each rank's start time (aligned ranks); ranks starting at different times
-    are never folded together. `keys`: per rank, what else must be equal for two ranks
+    are never folded together. `fold_keys`: per rank, what else must be equal for two ranks
     to fold (a pricer that charges by placement: what it charges each rank's transfers).
     """
     by_rank = {g.rank: g for g in graphs}
     start = offsets or {}
     base = _base_colours(graphs, start)
-    if keys is not None:
-        base = _intern([b"%d|" % c + keys.get(r, b"") for c, r in zip(base, by_rank, strict=True)])
+    if fold_keys is not None:
+        extra = [fold_keys.get(r, b"") for r in by_rank]
+        base = _intern([b"%d|" % c + k for c, k in zip(base, extra, strict=True)])
     colour = dict(zip(by_rank, base, strict=True))
     p2p = {g.rank: np.nonzero((g.type == SEND) | (g.type == RECV))[0] for g in graphs}
     colls = {g.rank: np.nonzero(g.type == COLL)[0] for g in graphs}
