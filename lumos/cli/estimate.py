@@ -39,6 +39,13 @@ COUNT = click.IntRange(min=1)
 @click.option("--no-grad-overlap", is_flag=True, help="Reduce gradients after the backward.")
 @click.option("--no-param-overlap", is_flag=True, help="Gather parameters after the optimizer.")
 @click.option("--no-flash", is_flag=True, help="Unfused attention (QK^T, softmax, AV).")
+@click.option(
+    "--fsdp-unit",
+    type=click.Choice(["layer", "tensor"]),
+    default="layer",
+    help="ZeRO-3 fetch: one prefetched flat buffer per layer (FSDP), or each tensor "
+    "alone, blocking (DeepSpeed 2021).",
+)
 @hw_option("System to estimate on.", default="h100")
 @click.option("--gpus", type=COUNT, default=None, help="Cluster size [the plan's].")
 @click.option(
@@ -81,6 +88,7 @@ def estimate_command(
     no_grad_overlap: bool,
     no_param_overlap: bool,
     no_flash: bool,
+    fsdp_unit: str,
     hw: str,
     gpus: int | None,
     et_dir: str | None,
@@ -113,6 +121,7 @@ def estimate_command(
         overlap_grad_reduce=not no_grad_overlap,
         overlap_param_gather=not no_param_overlap,
         flash_attention=not no_flash,
+        fsdp_unit=fsdp_unit,
     )
     if et_dir is not None:
         no_stdout(et_dir, "the estimate's ETs")

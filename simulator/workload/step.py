@@ -179,9 +179,21 @@ def estimate(
         memory=memory,
         breakdown=timing.breakdown,
         per_rank_s={r: t / 1e9 for r, t in timing.per_rank_ns.items()},
-        assumptions=list(ASSUMPTIONS),
+        assumptions=[*ASSUMPTIONS, *_zero3_assumption(plan)],
         stats={**timing.stats, "wall_s": round(time.perf_counter() - t0, 3)},
     )
+
+
+def _zero3_assumption(plan: ParallelPlan) -> list[str]:
+    if plan.zero != 3:
+        return []
+    if plan.fsdp_unit == "tensor":
+        return [
+            "ZeRO-3 as DeepSpeed 2021: each weight tensor >= 1e5 elements gathered alone, "
+            "blocking; every gradient reduce-scattered alone; per-peer host views and copies; "
+            "re-fetched for the backward past 1e9 elements of reuse distance"
+        ]
+    return ["ZeRO-3 as FSDP: one flat all-gather per layer, prefetched one layer ahead"]
 
 
 def plan_memory(gen: Generator) -> MemoryEstimate:

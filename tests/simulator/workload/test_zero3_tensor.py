@@ -6,9 +6,13 @@ does not."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
+import pytest
+from click.testing import CliRunner
 
+from lumos.cli.main import cli
 from lumos.hwconfigs.load import load_gpu
 from lumos.simulator.costmodel.kernels import KernelModel
 from lumos.simulator.graph import COLL
@@ -91,3 +95,16 @@ def test_per_peer_cost_grows_with_the_group_flat_fsdp_does_not() -> None:
     assert step("tensor", 512) > 2 * step("tensor", 64)
     assert step("layer", 512) < 1.25 * step("layer", 64)
     assert step("tensor", 64) > step("layer", 64)
+
+
+def test_cli_fsdp_unit_option_is_the_plan_field() -> None:
+    args = ["estimate", "--model", "gpt3-1.3b", "--dp", "16", "--gbs", "16", "--zero", "3"]
+    out = CliRunner().invoke(cli, [*args, "--fsdp-unit", "tensor", "--hw", "a100", "--json"])
+    assert out.exit_code == 0, out.output
+    result = json.loads(out.output)["result"]
+    assert result["plan"]["fsdp_unit"] == "tensor"
+    assert "DeepSpeed 2021" in result["assumptions"][-1]
+    direct = estimate("gpt3-1.3b", PLAN, "a100")
+    assert result["iteration_time_s"] == pytest.approx(direct.iteration_time_s, rel=1e-6)
+    bad = CliRunner().invoke(cli, [*args, "--fsdp-unit", "param"])
+    assert bad.exit_code != 0 and "'param' is not one of" in bad.output
