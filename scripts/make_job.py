@@ -8,7 +8,8 @@ the N ranks `OUT_DIR/job.<r>.et` is that rank with every duration — `duration_
 the `dur_ns`, `gap_ns` and `comm_dur_ns` attributes — multiplied by its own factor in
 [1 - jitter, 1 + jitter] (a fresh draw per node and rank, seeded by rank), so no two
 ranks are identical and symmetry folding cannot apply. Every collective becomes a
-collective of all N ranks (`pg_ranks` and the metadata's process groups rewritten), so
+collective of all N ranks (its `pg_ranks` dropped, the metadata's process groups
+rewritten to all ranks: a member list per node would grow with N² over the job), so
 collectives match across ranks as in data parallelism: each rank runs the same program
 in the same order. Ranks with point-to-point sends or receives are refused (their peers
 would need a pipeline layout, not a copy).
@@ -99,14 +100,13 @@ def write_rank(base: Base, rank: int, ranks: int, jitter: float, seed: int, out:
             np.uint8
         )
     data = memoryview(patched)
-    world = list(range(ranks))
     with open(out / f"job.{rank}.et", "wb") as handle:
         handle.write(_frame(_metadata(base.metadata, rank, ranks).SerializeToString()))
         at = int(base.frames[1])
         for m in base.comm.tolist():
             lo, hi = int(base.frames[1 + m]), int(base.frames[2 + m])
             handle.write(data[at:lo])
-            handle.write(_frame(_collective(bytes(data[lo:hi]), world)))
+            handle.write(_frame(_collective(bytes(data[lo:hi]))))
             at = hi
         handle.write(data[at : int(base.frames[-1])])
 
@@ -115,11 +115,14 @@ def _frame(payload: bytes) -> bytes:
     return encode_varint(len(payload)) + payload
 
 
-def _collective(frame: bytes, world: list[int]) -> bytes:
-    """The collective node of `frame` (durations already patched) as one of all ranks."""
+def _collective(frame: bytes) -> bytes:
+    """The collective node of `frame` (durations already patched) without `pg_ranks`: its
+    `pg_name` names a group of all ranks in the metadata."""
     _, body = decode_varint(frame, 0, len(frame))
     node = pb.Node.FromString(frame[body:])
-    set_attr(node, cv.PG_RANKS, world)
+    keep = [a for a in node.attr if a.name != cv.PG_RANKS]
+    del node.attr[:]
+    node.attr.extend(keep)
     return node.SerializeToString(deterministic=True)
 
 

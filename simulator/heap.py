@@ -19,12 +19,16 @@ from typing import Any
 
 @cache
 def _libc() -> Any:
-    name = ctypes.util.find_library("c")
+    # glibc's soname first: `find_library` runs ldconfig in a subprocess, a fork of this
+    # process (then gigabytes resident, and counted again as the child's peak)
     try:
-        libc = ctypes.CDLL(name or "libc.so.6")
-        return libc if hasattr(libc, "malloc_trim") else None
+        libc = ctypes.CDLL("libc.so.6")
     except OSError:
-        return None
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        except OSError:
+            return None
+    return libc if hasattr(libc, "malloc_trim") else None
 
 
 def trim() -> None:

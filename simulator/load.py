@@ -94,12 +94,15 @@ def resolve_groups(
     for g in graphs:
         interned: dict[tuple[int, ...], int] = {}
         groups: list[tuple[int, ...]] = []
+        by_label: dict[int, tuple[int, ...]] = {}  # a label's members, once per rank
         for i in np.nonzero(g.type == COLL)[0].tolist():
             members = g.pg_ranks.get(i)
             if members is None:
                 label_idx = int(g.pg_label[i])
-                label = g.pg_labels[label_idx] if label_idx >= 0 else ""
-                members = _members(label, explicit, g, users, world)
+                members = by_label.get(label_idx)
+                if members is None:
+                    label = g.pg_labels[label_idx] if label_idx >= 0 else ""
+                    members = by_label[label_idx] = _members(label, explicit, g, users, world)
             gid = interned.get(members)
             if gid is None:
                 gid = interned[members] = len(groups)
