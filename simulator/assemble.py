@@ -47,9 +47,9 @@ class RankMeta:
 
 def empty_table(names: list[str]) -> TaskTable:
     """A task table of no rows (a run that kept no timelines)."""
-    none = np.zeros(0, np.int64)
-    return TaskTable(none, none, none, none, none.astype(np.int32), none.astype(np.int8),
-                     none.astype(bool), none.astype(np.int32), none, names)  # fmt: skip
+    i64, i32 = np.zeros(0, np.int64), np.zeros(0, np.int32)
+    kind, flag = np.zeros(0, np.int8), np.zeros(0, bool)
+    return TaskTable(i64, i64, i64, i64, i32, kind, flag, i32, i64, names)
 
 
 def assemble(
