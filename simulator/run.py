@@ -77,7 +77,7 @@ class SimOptions:
     model mode, in replay mode only with `estimate_missing`. `timelines`: keep every
     node's simulated times and the graphs in the result (the critical path, timelines
     and plots walk them); without, the graphs are released before the event loop and
-    each rank keeps its step times and breakdown (~95 instead of ~250 bytes a node for
+    each rank keeps its step times and breakdown (~165 instead of ~245 bytes a node for
     the whole run: `docs/speed.md`). `ranks`: simulate only these ranks of the trace
     (`rendezvous.outside_notes` states what that means for communication).
     """

@@ -94,7 +94,7 @@ def _hardware_words(hw: str | None, astra_sim_system: str | None) -> str:
     "--no-timelines",
     is_flag=True,
     help="Keep no per-node times: step times and breakdowns only, no critical path "
-    "(for jobs of tens of millions of nodes: ~95 instead of ~250 bytes a node; "
+    "(for jobs of tens of millions of nodes: ~165 instead of ~245 bytes a node; "
     "not with --timeline or --plot).",
 )
 @partial_option
