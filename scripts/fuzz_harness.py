@@ -4,6 +4,8 @@
 
 Classes: mutated `.et` files (byte flips, inserts, deletes, cuts), every frame boundary
 of every rank file cut, rank-set damage (deleted, stale, mislabelled, mixed ranks),
+export bundles damaged after the fact (rank file deleted, added, cut), a killed run's
+staging folder and temporary file next to the next output,
 mutated Kineto JSON (bytes and field types/values), hostile hardware / ASTRA-sim /
 comm-group configs, outputs on a full tmpfs and a read-only mount (when this process may
 mount), output paths that are links, devices or folders, and SIGKILL / SIGTERM of
@@ -418,6 +420,87 @@ def rank_set_cases(work: Path, rng: random.Random, count: int, timeout: float) -
         yield "rank set: missing/stale/mislabelled/mixed", case
 
 
+def bundle_cases(work: Path, rng: random.Random, count: int, timeout: float) -> Iterator[Case]:
+    """An exported bundle damaged after the fact: a rank file deleted, added, or cut at a
+    frame boundary (with or without its node_count): the pre-flight must refuse it."""
+    seed = work / "bundleseed"
+    run = invoke(["export", "astra-sim", str(write_set(work / "bset", world=4, n=30) / "t"),
+                  "--hw", "h100", "-o", str(seed)], timeout)  # fmt: skip
+    if run.code != 0:
+        raise RuntimeError(f"seed export failed: {run.output[-300:]}")
+    for k in range(count):
+
+        def case(k: int = k) -> str:
+            folder = work / f"bundle{k}"
+            shutil.copytree(seed, folder)
+            files = sorted((folder / "workload").glob("t.*.et"))
+            victim = rng.choice(files)
+            damage = rng.choice(("delete", "extra", "cut", "cut-uncounted"))
+            if damage == "delete":
+                victim.unlink()
+            elif damage == "extra":
+                shutil.copy(victim, folder / "workload" / f"t.{len(files)}.et")
+            else:
+                with open(victim, "rb") as f:
+                    frames = list(iter_frames(f, str(victim)))  # metadata, then the nodes
+                keep = rng.randrange(1, len(frames) - 1)  # at least one node cut off
+                if damage == "cut":
+                    victim.write_bytes(victim.read_bytes()[: frames[keep + 1][0]])
+                else:  # rewritten short by a foreign tool: no node_count left to check
+                    meta = pb.GlobalMetadata.FromString(frames[0][1])
+                    kept = [a for a in meta.attr if a.name != "node_count"]
+                    del meta.attr[:]
+                    meta.attr.extend(kept)
+                    nodes = [pb.Node.FromString(x) for _, x in frames[1 : keep + 1]]
+                    victim.unlink()
+                    write_et(victim, meta, nodes)
+            out = classify(
+                invoke(["export", "astra-sim-check", str(folder)], timeout), must_fail=True
+            )
+            shutil.rmtree(folder)
+            return out
+
+        yield "bundle: rank file deleted/added/cut", case
+
+
+def leftover_cases(work: Path, rng: random.Random, count: int, timeout: float) -> Iterator[Case]:
+    """What a killed run leaves (a dead process's staging folder and temporary file) next
+    to an output: the next writer of any kind must remove it, never read it as a set."""
+    trace = write_set(work / "lset", world=2, n=20)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    pid = int(dead.stdout)
+    for k in range(count):
+
+        def case(k: int = k) -> str:
+            out = work / f"left{k}"
+            out.mkdir()
+            stage = out / f".trace.{pid}.{k:06x}.lumos-staging"
+            write_set(stage, world=2, n=5)
+            (out / f".g.dot.{pid}.{k:08x}.lumos-tmp").write_text("digraph {")
+            writer = rng.choice(("graph", "export", "to-json", "simulate-stale"))
+            args = {
+                "graph": ["et", "graph", str(trace / "t.0.et"), "-o", str(out / "g.dot")],
+                "export": ["export", "astra-sim", str(trace / "t"), "--hw", "h100", "-o",
+                           str(out / "bundle")],
+                "to-json": ["et", "to-json", str(trace / "t.0.et"), "-o", str(out / "a.json")],
+                "simulate-stale": ["simulate", str(stage / "t")],
+            }[writer]  # fmt: skip
+            run = invoke(args, timeout)
+            if writer == "simulate-stale":
+                outcome = classify(run, must_fail=True)
+            else:
+                left = [p.name for p in out.iterdir() if "lumos-" in p.name]
+                outcome = classify(run, leftovers=left)
+                if outcome == "ok" and left:
+                    outcome = "partial output"
+                    EXAMPLES[outcome].append(f"{writer} left {left}")
+            shutil.rmtree(out)
+            return outcome
+
+        yield "leftovers: killed run's staging/temp next to an output", case
+
+
 def json_cases(work: Path, rng: random.Random, count: int, timeout: float) -> Iterator[Case]:
     docs = [kineto_doc(0), kineto_doc(1)]
     for k in range(count):
@@ -680,6 +763,7 @@ def kill_cases(work: Path, rng: random.Random, count: int) -> Iterator[Case]:
                 return "hang"  # an orphaned worker outlived its parent
             text = err.decode(errors="replace")
             if "Traceback" in text:
+                EXAMPLES["traceback"].append(f"{sig.name} after {delay:.2f} s: {text[-1500:]}")
                 return "traceback"
             visible = sorted(p.name for p in out.iterdir()) if out.exists() else []
             if proc.returncode == 0:
@@ -718,6 +802,8 @@ def main() -> None:
             et_cases(work, rng, n(700), args.timeout),
             frame_cut_cases(work, n(120), args.timeout),
             rank_set_cases(work, rng, n(250), args.timeout),
+            bundle_cases(work, rng, n(80), args.timeout),
+            leftover_cases(work, rng, n(60), args.timeout),
             json_cases(work, rng, n(650), args.timeout),
             config_cases(work, rng, n(300), args.timeout),
             output_cases(work, args.timeout),

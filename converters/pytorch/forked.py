@@ -10,6 +10,7 @@ A child never outlives its parent: it asks the kernel for SIGKILL when the paren
 (`die_with_parent`, Linux), closes its copy of the pipe's read end (else a child whose
 parent was killed blocks forever writing into a pipe only it can read), and ignores
 Ctrl-C, which the parent handles by killing it. Pool workers call `die_with_parent` too.
+Ctrl-C and SIGTERM are held while the parent forks (`held_signals`).
 """
 
 from __future__ import annotations
@@ -32,12 +33,31 @@ def available() -> bool:
 
 
 PR_SET_PDEATHSIG = 1
+#: signals that stop a run; held while forking (see `held_signals`)
+_STOPS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+@contextlib.contextmanager
+def held_signals() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM while forking; they arrive right after, in this code.
+
+    `os.fork` runs at-fork callbacks (logging's lock release among them) in which Python
+    swallows an exception ("Exception ignored in ..."): a SIGTERM handled there would be
+    lost and the run would go on. The children inherit the held mask and release it in
+    `die_with_parent`.
+    """
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def die_with_parent() -> None:
     """In a child process: be killed with the parent, and leave Ctrl-C to the parent."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)  # held by the parent's fork
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() == 1:  # the parent died before prctl took effect
@@ -75,7 +95,8 @@ class Forked:
         ctx = multiprocessing.get_context("fork")
         self._recv, send = ctx.Pipe(duplex=False)
         self._proc = ctx.Process(target=_child, args=(send, self._recv, fn, args), daemon=True)
-        self._proc.start()
+        with held_signals():
+            self._proc.start()
         send.close()
 
     def result(self) -> Any:
@@ -121,7 +142,8 @@ def ordered_map(fn: Callable[[Any], Any], items: list[Any], jobs: int) -> Iterat
         max_workers=min(jobs, len(items)), mp_context=ctx, initializer=die_with_parent
     )
     try:
-        futures = [pool.submit(fn, item) for item in items]
+        with held_signals():  # the workers fork on submit
+            futures = [pool.submit(fn, item) for item in items]
         for future in futures:
             yield future.result()
     except BaseException:

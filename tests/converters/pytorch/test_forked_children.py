@@ -105,3 +105,30 @@ def test_interrupt_while_waiting_kills_the_child() -> None:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
     assert not _alive(pid)
+
+
+def _blocked_signals() -> set[int]:
+    return {int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])}
+
+
+def test_sigterm_while_forking_arrives_after_the_fork_not_inside_it() -> None:
+    """Fuzz finding: a SIGTERM handled inside os.fork's at-fork callbacks (logging's lock
+    release) raised SystemExit where Python swallows it ("Exception ignored in
+    _releaseLock"): the conversion went on. Held while forking, it arrives after."""
+    from lumos.converters.pytorch.forked import held_signals, start
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(143)
+
+    reached = []
+    old = signal.signal(signal.SIGTERM, stop)
+    try:
+        with pytest.raises(SystemExit), held_signals():
+            os.kill(os.getpid(), signal.SIGTERM)
+            child = start(_blocked_signals)  # forks with the signal pending
+            reached.append(child.result())
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    (child_blocked,) = reached
+    assert signal.SIGTERM not in child_blocked and signal.SIGINT not in child_blocked
+    assert signal.SIGTERM not in _blocked_signals()  # the parent's mask is restored
