@@ -22,6 +22,7 @@ import os
 import pickle
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing.connection import Connection
@@ -39,25 +40,40 @@ _STOPS = frozenset({signal.SIGINT, signal.SIGTERM})
 
 @contextlib.contextmanager
 def held_signals() -> Iterator[None]:
-    """Hold Ctrl-C and SIGTERM while forking; they arrive right after, in this code.
+    """Hold Ctrl-C and SIGTERM while forking; their handlers run right after, here.
 
     `os.fork` runs at-fork callbacks (logging's lock release among them) in which Python
     swallows an exception ("Exception ignored in ..."): a SIGTERM handled there would be
-    lost and the run would go on. The children inherit the held mask and release it in
-    `die_with_parent`.
+    lost and the run would go on. Inside, a stop signal is only noted; on the way out
+    the original handler gets it. From the main thread only (where handlers live).
     """
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[int] = []
+
+    def hold(signum: int, frame: Any) -> None:
+        arrived.append(signum)
+
+    old = {s: signal.signal(s, hold) for s in _STOPS}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        if arrived:
+            first = arrived[0]
+            handler = old[first]
+            if callable(handler):
+                handler(first, None)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(first)
 
 
 def die_with_parent() -> None:
     """In a child process: be killed with the parent, and leave Ctrl-C to the parent."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)  # held by the parent's fork
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() == 1:  # the parent died before prctl took effect
