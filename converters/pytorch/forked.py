@@ -50,10 +50,10 @@ def held_signals() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    arrived: list[int] = []
+    arrived: list[signal.Signals] = []
 
     def hold(signum: int, frame: Any) -> None:
-        arrived.append(signum)
+        arrived.append(signal.Signals(signum))
 
     old = {s: signal.signal(s, hold) for s in _STOPS}
     try:
