@@ -2,10 +2,10 @@
 
 The top-level package is the thin shell (version, errors, CLI) and the Python facade:
 `lumos.convert`, `lumos.simulate`, `lumos.compare`, `lumos.export_astra_sim`,
-`lumos.estimate` (see `lumos.api`), loaded on first use so `import lumos` stays light. The
-work lives in `lumos.converters` (trace formats), `lumos.simulator` (event-driven
-simulation) and `lumos.hwconfigs` (hardware data); `lumos.proto` holds the Chakra schema
-bindings.
+`lumos.estimate`, `lumos.whatif` (see `lumos.api`), loaded on first use so `import lumos`
+stays light. The work lives in `lumos.converters` (trace formats), `lumos.simulator`
+(event-driven simulation) and `lumos.hwconfigs` (hardware data); `lumos.proto` holds the
+Chakra schema bindings.
 """
 
 from __future__ import annotations
@@ -17,10 +17,18 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from lumos.api import compare, convert, estimate, export_astra_sim, simulate
+    from lumos.api import compare, convert, estimate, export_astra_sim, simulate, whatif
 
-_FACADE = ("convert", "simulate", "compare", "export_astra_sim", "estimate")
-__all__ = ["__version__", "compare", "convert", "estimate", "export_astra_sim", "simulate"]
+_FACADE = ("convert", "simulate", "compare", "export_astra_sim", "estimate", "whatif")
+__all__ = [
+    "__version__",
+    "compare",
+    "convert",
+    "estimate",
+    "export_astra_sim",
+    "simulate",
+    "whatif",
+]
 
 
 def __getattr__(name: str) -> Any:

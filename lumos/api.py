@@ -1,4 +1,4 @@
-"""The Python facade: the CLI's four jobs as functions returning typed results.
+"""The Python facade: the CLI's jobs as functions returning typed results.
 
     import lumos
     conv = lumos.convert(["run/"], "ets/")              # Conversion
@@ -7,6 +7,7 @@
     cmp = lumos.compare("ets/")                          # Comparison
     bundle = lumos.export_astra_sim("ets/", "bundle/", hw="h100")   # Export
     est = lumos.estimate("gpt3-175b", tp=8, pp=8, dp=4, gbs=1024, hw="h100")  # no trace
+    pred = lumos.whatif("ets/", layers=8, dp=4)          # WhatIfPrediction (api_whatif)
 
 Every result has `.to_json()` (exactly the `result` part of the command's `--json`,
 schema in `lumos/schemas/`) and, with the `pandas` extra, `.to_pandas()`. The options
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lumos.api_whatif import whatif as whatif
 from lumos.errors import MissingExtraError, SimulationError
 
 if TYPE_CHECKING:

@@ -75,3 +75,26 @@ def test_to_pandas_without_pandas_names_the_extra(
     monkeypatch.setitem(sys.modules, "pandas", None)
     with pytest.raises(MissingExtraError, match=r"lumos\[pandas\]"):
         sim.to_pandas()
+
+
+def test_whatif_facade_returns_the_typed_prediction_and_the_cli_json(tmp_path: Path) -> None:
+    from lumos.api_whatif import WhatIfPrediction
+    from lumos.errors import ConfigError
+    from lumos.simulator.whatif.etset import write_etset
+    from tests.simulator.whatif.builders import training_step
+
+    write_etset(training_step(layers=2), tmp_path / "ets")
+    pred = lumos.whatif(tmp_path / "ets", layers=4, slow_ranks={1: 1.5}, output=tmp_path / "out")
+    assert isinstance(pred, WhatIfPrediction)
+    assert pred.step_ns > pred.base_step_ns > 0
+    assert pred.edits == ["layers: 2 -> 4", "rank 1 compute x1.5"]
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.et")) == ["whatif.0.et", "whatif.1.et"]
+    args = ["whatif", str(tmp_path / "ets"), "--layers", "4", "--slow-rank", "1=1.5", "--json"]
+    out = CliRunner().invoke(cli, args)
+    assert out.exit_code == 0, out.output
+    cli_json = orjson.loads(out.stdout)["result"]
+    mine = pred.to_json()
+    assert mine["written"] and cli_json["written"] == []
+    assert {**mine, "written": []} == cli_json
+    with pytest.raises(ConfigError, match="unknown what-if edit"):
+        lumos.whatif(tmp_path / "ets", layer=4)

@@ -89,9 +89,8 @@ def whatif_command(
     from lumos.converters.chakra.set_output import check_set_output
     from lumos.simulator.report.breakdown import breakdown
     from lumos.simulator.report.summary import PART_LABELS
-    from lumos.simulator.whatif.api import WhatIf, run_whatif
+    from lumos.simulator.whatif.api import WhatIf, result_json, run_whatif
     from lumos.simulator.whatif.etset import write_etset
-    from lumos.simulator.whatif.explain import explain as explain_dict
     from lumos.simulator.whatif.explain import explain_lines
 
     spec = WhatIf(
@@ -116,25 +115,11 @@ def whatif_command(
         check_set_output(Path(no_stdout(output, "edited ETs")), prefix, force=force)
     res = run_whatif(target, spec)
     written = write_etset(res.edited, output, prefix, force=force) if output else []
+    if as_json:
+        echo_json(result_json(res, written, explain))
+        return
     base_bd = {b.rank: b for b in breakdown(res.base)}
     pred_bd = {b.rank: b for b in breakdown(res.predicted)}
-    if as_json:
-        payload = {
-            "base": {
-                "iteration_time_ns": res.base.iteration_time_ns,
-                "ranks": [base_bd[r.rank].to_dict() for r in res.base.ranks],
-            },
-            "predicted": {
-                "iteration_time_ns": res.predicted.iteration_time_ns,
-                "ranks": [pred_bd[r.rank].to_dict() for r in res.predicted.ranks],
-            },
-            "edits": res.notes,
-            "written": [str(p) for p in written],
-        }
-        if explain:
-            payload["structure"] = explain_dict(res.recovered)
-        echo_json(payload)
-        return
     console = Console()
     if explain:
         for line in explain_lines(res.recovered):

@@ -200,6 +200,25 @@ def _swap_hw(ets: EtSet, spec: WhatIf, notes: list[str]) -> EtSet:
     return ets
 
 
+def result_json(res: WhatIfResult, written: list[Path], explain: bool = False) -> dict[str, object]:
+    """The `result` of `lumos whatif --json` (schema `lumos/schemas/whatif.json`)."""
+    from lumos.simulator.report.breakdown import breakdown
+    from lumos.simulator.whatif.explain import explain as explain_dict
+
+    out: dict[str, object] = {}
+    for key, sim in (("base", res.base), ("predicted", res.predicted)):
+        parts = {b.rank: b for b in breakdown(sim)}
+        out[key] = {
+            "iteration_time_ns": sim.iteration_time_ns,
+            "ranks": [parts[r.rank].to_dict() for r in sim.ranks],
+        }
+    out["edits"] = list(res.notes)
+    out["written"] = [str(p) for p in written]
+    if explain:
+        out["structure"] = explain_dict(res.recovered)
+    return out
+
+
 def run_whatif(target: str | Path | EtSet, spec: WhatIf) -> WhatIfResult:
     """Recover, edit, and simulate base and edited steps (replay of the ETs' times)."""
     ets = target if isinstance(target, EtSet) else load_etset(target)

@@ -8,13 +8,19 @@ forward/backward piece is re-timed for a micro-batch of `B / microbatches` (`res
 with a leading-dimension batch map), then emitted per stage in the schedule's order
 (`schedule.stage_order`) with a send/recv pair between consecutive virtual stages (the
 activation `B/M x S x H`, float32 as traced) timed by the trace's fitted network. A
-layer's gradient collectives are issued once, with its last micro-batch's backward; the
+layer's gradient collectives are issued once, with its last micro-batch's backward, and
+so is the host work that prepares and issues them (the calls `_SYNC` names and every op
+inside them: DDP's bucket copies and gradient division, `c10d::allreduce_`; and the
+backward's tail after the layers from its first op that waits on a collective: DDP's
+finalisation, which waits for the buckets and copies them back into the gradients), as
+gradients accumulate over the micro-batches and are synchronised once per step; the
 optimizer updates a stage's own layers (the embedding's on the first stage, the head's on
 the last).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from lumos.converters.chakra import conventions as cv
@@ -32,6 +38,42 @@ from lumos.simulator.whatif.schedule import Pass, chunk_layers, stage_order
 from lumos.simulator.whatif.segments import Key, Segments, segment
 
 BYTES_PER_ACT = 4
+#: host calls that synchronise gradients across replicas (their span is that work)
+_SYNC = re.compile(r"c10d::|reducer::|record_param_comms|allreduce|all_reduce|reduce_scatter")
+
+
+def sync_work(r: RankEt) -> set[int]:
+    """Positions of the backward's gradient-synchronisation host work on each thread:
+    every `_SYNC` call (all its segments, matched by `rf_id`) and what runs between them,
+    and the backward's tail after the layers from its first op that waits on a collective.
+    """
+    colls = {n.id for n in r.nodes if n.type == pb.COMM_COLL_NODE}
+    spans: dict[tuple[nd.Proc, int, str], list[int]] = {}
+    threads: dict[nd.Proc, list[int]] = {}
+    seen_layer: set[nd.Proc] = set()
+    out: set[int] = set()
+    tail: set[nd.Proc] = set()
+    for i, n in enumerate(r.nodes):
+        proc = nd.processor(n)
+        if nd.on_gpu(n) or nd.is_comm(n) or proc[0] != "tid":
+            continue
+        pos = threads.setdefault(proc, [])
+        pos.append(i)
+        phase, layer, _ = nd.tags(n)
+        if phase != "bwd":
+            continue
+        if layer >= 0:
+            seen_layer.add(proc)
+        elif proc in seen_layer and any(d in colls for d in nd.deps(n)):
+            tail.add(proc)
+        if proc in tail:
+            out.add(i)
+        rf = nd.int_attr(n, "rf_id")
+        if rf >= 0 and _SYNC.search(n.name):
+            spans.setdefault((proc, rf, n.name), []).append(len(pos) - 1)
+    for (proc, _, _), at in spans.items():
+        out.update(threads[proc][at[0] : at[-1] + 1])
+    return out
 
 
 class _Stage:
@@ -41,10 +83,13 @@ class _Stage:
         self.full, self.micro, self.seg, self.plan, self.stage = full, micro, seg, plan, stage
         self.main = _main_thread(full)
         self.next_id = max((n.id for n in full.nodes), default=0) + 1
+        self.sync = sync_work(full)
 
     def _piece(self, key: Key, mb: int, keep_comm: bool) -> list[pb.Node]:
         out = []
         for i in self.seg.pieces.get(key, []):
+            if not keep_comm and i in self.sync:
+                continue
             c = nd.clone(self.micro.nodes[i])
             if c.type == pb.COMM_COLL_NODE and not keep_comm:
                 continue

@@ -36,11 +36,13 @@ def trace_fit(r: RankEt) -> TraceFit:
     if kept:
         return TraceFit.from_json(kept)
     samples: list[tuple[OpCost, int]] = []
+    names: list[str] = []
     for g in op_groups(r):
         cost = cost_of(g.name, r.nodes[g.inputs_at].inputs)
         if cost is not None:
             samples.append((cost, sum(nd.duration(r.nodes[i]) for i in g.work)))
-    return fit_trace(samples)
+            names.append(g.name)
+    return fit_trace(samples, names)
 
 
 def remember_fit(r: RankEt) -> RankEt:
@@ -76,7 +78,7 @@ def reshape_rank(
         if gpu and model is not None:
             ratio = model_ratio(model, old, new)
         elif fit is not None:
-            ratio = fit.ratio(old, new)
+            ratio = fit.ratio(old, new, g.name)
         else:
             ratio = 1.0
         for i in g.work:

@@ -75,7 +75,7 @@ def _reshard(
         cur = replace(old, flops=old.flops * old_share, bytes=old.bytes * old_share)
         new = replace(old, flops=old.flops * new_share, bytes=old.bytes * new_share)
         if fit is not None:
-            ratio = fit.ratio(cur, new)
+            ratio = fit.ratio(cur, new, g.name)
         elif model is not None:
             ratio = model_ratio(model, cur, new)
         else:

@@ -38,6 +38,7 @@ class _Rank:
         proc: tuple[str, int] = ("tid", MAIN),
         data: tuple[int, ...] = (),
         attrs: tuple[tuple[str, object], ...] = (),
+        rf: int | None = None,
     ) -> int:
         n = pb.Node(id=len(self.nodes) + 1, name=name, type=ntype)
         n.duration_micros = round(dur / 1000)
@@ -55,8 +56,8 @@ class _Rank:
         items.append((cv.START_NS, self.t))
         items.append((cv.TID if cpu else cv.STREAM, proc[1]))
         if cpu and ntype == pb.COMP_NODE:
-            self.rf += 1
-            items += [(cv.CATEGORY, "cpu_op"), ("rf_id", self.rf)]
+            self.rf += rf is None
+            items += [(cv.CATEGORY, "cpu_op"), ("rf_id", self.rf if rf is None else rf)]
         elif not cpu:
             items.append((cv.CATEGORY, "kernel"))
         n.attr.extend(make_attr(k, v) for k, v in (*items, *attrs))
@@ -107,8 +108,12 @@ def training_step(
     seq: int = 16,
     batch: int = 3,
     gpu: bool = False,
+    ddp: bool = False,
 ) -> EtSet:
-    """A data-parallel step of `layers` identical blocks on `ranks` ranks."""
+    """A data-parallel step of `layers` identical blocks on `ranks` ranks (`ddp`: the
+    host side of DDP's gradient sync too: each all-reduce issued by a `c10d::allreduce_`
+    call cut in two segments around a bucket copy, and after the layers a finalisation op
+    that waits on the last all-reduce)."""
     out = []
     act = [batch, seq, hidden]
     for rank in range(ranks):
@@ -135,7 +140,11 @@ def training_step(
             _ew(r, "aten::gelu_backward", [batch, seq, 4 * hidden])
             size = (4 * hidden * hidden + 4 * hidden) * 4
             size += 128 * hidden * 4 if k == layers - 1 else 0  # the last bucket: embedding too
-            r.add(
+            if ddp:
+                r.add("c10d::allreduce_", 6_000)
+                r.add("aten::_to_copy", 3_000)
+                launch = r.add("c10d::allreduce_", 2_000, rf=r.rf - 1)
+            coll = r.add(
                 "nccl:all_reduce" if gpu else "gloo:all_reduce",
                 50_000 + size // 20,
                 ntype=pb.COMM_COLL_NODE,
@@ -143,6 +152,9 @@ def training_step(
                 data=(launch,),
                 attrs=(("comm_type", 0), ("comm_size", size), ("pg_name", "0")),
             )
+        if ddp:
+            r.add("aten::as_strided", 4_000, data=(coll,))
+            r.add("torch.distributed.ddp.reducer::copy_bucket_to_grad", 3_000)
         r.add("Optimizer.step#AdamW.step", 10_000)
         for _ in range(layers):
             _ew(r, "aten::addcdiv_", [4 * hidden, hidden])

@@ -28,6 +28,10 @@ def _time(ets: EtSet) -> int:
     return simulate_etset(ets).iteration_time_ns
 
 
+def _durations(ets: EtSet) -> list[list[int]]:
+    return [[nd.duration(n) for n in r.nodes] for r in ets.ranks]
+
+
 def _colls(ets: EtSet, rank: int = 0) -> list[pb.Node]:
     return [n for n in ets.rank(rank).nodes if n.type == pb.COMM_COLL_NODE]
 
@@ -163,3 +167,42 @@ def test_tp_adds_megatron_all_reduces_and_shards_gemms(gpu: bool, tmp_path: Path
     assert _time(set_tp(edited, 1)) == _time(base)
     assert _time(set_tp(set_tp(edited, 4), 2)) == _time(edited)
     assert _time(set_tp(set_layers(base, 5), 2)) == _time(set_layers(edited, 5))
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_round_trips_return_the_base_step_on_cpu_and_gpu_shaped_steps(gpu: bool) -> None:
+    # A -> B -> A within 0.5 % for every resizing edit, on a CPU-only step and on a
+    # multi-stream GPU step (kernels launched by CPU ops, NCCL on its own stream)
+    rec = recover(training_step(layers=3, ranks=2, gpu=gpu))
+    base = _time(rec.ets)
+    for there, back in (
+        (WhatIf(layers=6), WhatIf(layers=3)),
+        (WhatIf(dp=4), WhatIf(dp=2)),
+        (WhatIf(hidden=96), WhatIf(hidden=64)),
+        (WhatIf(seq=32), WhatIf(seq=16)),
+        (WhatIf(tp=2), WhatIf(tp=1)),
+    ):
+        edited, _ = apply_edits(rec, there)
+        assert _durations(edited) != _durations(rec.ets), there
+        again = recover(edited)
+        again.dims = (
+            rec.dims.__class__(
+                rec.dims.batch,
+                there.seq or rec.dims.seq,
+                there.hidden or rec.dims.hidden,
+                rec.dims.heads,
+            )
+            if rec.dims
+            else None
+        )
+        returned, _ = apply_edits(again, back)
+        assert abs(_time(returned) - base) <= 0.005 * base, (there, back)
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_layers_and_tp_compose_in_either_order(gpu: bool) -> None:
+    rec = recover(training_step(layers=3, ranks=2, gpu=gpu))
+    a, _ = apply_edits(rec, WhatIf(layers=5, tp=2))  # layers, then TP
+    b = set_layers(apply_edits(rec, WhatIf(tp=2))[0], 5)
+    assert [len(r.nodes) for r in a.ranks] == [len(r.nodes) for r in b.ranks]
+    assert abs(_time(a) - _time(b)) <= 0.005 * _time(a)

@@ -87,3 +87,21 @@ def test_edited_ets_export_to_astra_sim_and_pass_preflight(tmp_path: Path) -> No
     export_astra_sim(ExportRequest(str(tmp_path / "et"), tmp_path / "bundle", hw="h100"))
     report = preflight_bundle(tmp_path / "bundle")
     assert report.ranks == 8 and report.sends == report.recvs > 0
+
+
+def test_pp_gradient_sync_host_work_runs_once_per_step() -> None:
+    # DDP issues each bucket's all-reduce from a `c10d::allreduce_` call and finalises the
+    # backward after the last one; a pipeline accumulates gradients over its micro-batches
+    # and synchronises them once, with the last micro-batch's backward
+    base = recover(training_step(layers=4, ranks=1, batch=4, ddp=True)).ets
+    traced = Counter(n.name for n in base.rank(0).nodes)
+    assert traced["c10d::allreduce_"] == 2 * 4
+    edited = set_pp(base, 2, "1f1b", 1, 4)
+    for r in edited.ranks:
+        names = Counter(n.name for n in r.nodes)
+        assert names["c10d::allreduce_"] == 2 * 2  # its two layers, two segments each
+        assert names["aten::_to_copy"] == 2  # the bucket copy inside each call
+        assert names["aten::addmm"] == 4 * (2 + 2 + r.rank)  # per micro-batch: fwd, bwd, head
+        # DDP's finalisation (after the layers' backward) once, on the first stage
+        assert names["torch.distributed.ddp.reducer::copy_bucket_to_grad"] == (r.rank == 0)
+    assert simulate_etset(edited).iteration_time_ns > 0
