@@ -66,6 +66,12 @@ def explain_lines(rec: Recovered) -> list[str]:
         lines.append(
             f"group {g['ranks']}: {g['role']} ({g['why']}), {g['collectives']} ops, {g['bytes']:,} B"
         )
+    roles = {g["role"] for g in info["groups"]}
+    cp = "all-to-all inside layers found, but" if "cp" in roles else "no all-to-all inside layers;"
+    lines.append(f"context parallel: {cp} no edit changes its degree (there is no --cp)")
+    lines.append("sequence parallel: not recognised (--tp adds plain all-reduces)")
+    if any(r["microbatches"] for r in info["ranks"]):
+        lines.append("pipeline: already staged; --pp cannot re-stage it")
     d = info["dims"]
     lines.append(
         "sizes: not found (no layer norm in the layers)"

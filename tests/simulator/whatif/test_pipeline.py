@@ -105,3 +105,16 @@ def test_pp_gradient_sync_host_work_runs_once_per_step() -> None:
         # DDP's finalisation (after the layers' backward) once, on the first stage
         assert names["torch.distributed.ddp.reducer::copy_bucket_to_grad"] == (r.rank == 0)
     assert simulate_etset(edited).iteration_time_ns > 0
+
+
+def test_explain_says_what_cannot_be_edited_context_sequence_parallel_restaging() -> None:
+    from lumos.simulator.whatif.explain import explain_lines
+
+    base = recover(training_step(layers=4, ranks=2, batch=4))
+    lines = explain_lines(base)
+    assert "context parallel: no all-to-all inside layers; no edit changes its degree" in "\n".join(
+        lines
+    )
+    assert not any(line.startswith("pipeline:") for line in lines)
+    staged = recover(set_pp(base.ets, 2, "1f1b", 1, 2))
+    assert "pipeline: already staged; --pp cannot re-stage it" in explain_lines(staged)
