@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import click
-from rich.console import Console
 
 from lumos.api import compare
+from lumos.cli.console import table_console
 from lumos.cli.main import echo_json, handle_errors, quiet
 from lumos.cli.options import check_output, force_option, hw_option, json_option, trace_argument
 from lumos.cli.outputs import partial_option
@@ -67,7 +67,7 @@ def compare_command(
     if as_json:
         echo_json(comparison.to_json(), timings=comparison.simulation.timings())
         return
-    render_comparison(comparison.raw, Console())
+    render_comparison(comparison.raw, table_console())
     if timeline:
         click.echo(f"timeline (measured and simulated): {timeline}")
     if not quiet():

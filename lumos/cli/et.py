@@ -10,6 +10,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from lumos.cli.console import table_console
 from lumos.cli.main import EXIT_PROBLEMS, echo_json, handle_errors
 from lumos.cli.options import check_output, force_option, json_option
 from lumos.cli.options import output_option as shared_output
@@ -88,7 +89,7 @@ def info_cmd(paths: tuple[str, ...], as_json: bool) -> None:
     if as_json:
         echo_json({"traces": [i.to_dict() for i in infos]})
         return
-    console = Console()
+    console = table_console()
     for info in infos:
         _print_info(info, console)
 

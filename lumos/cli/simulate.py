@@ -166,9 +166,9 @@ def simulate_command(
     if as_json:
         echo_json(sim.to_json(), timings=sim.timings())
         return
-    from rich.console import Console
+    from lumos.cli.console import table_console
 
-    render_summary(report, Console())
+    render_summary(report, table_console())
     if not quiet():
         for note in result.notes:
             click.echo(f"note: {note}")

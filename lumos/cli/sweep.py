@@ -265,9 +265,9 @@ def _echo(result: SweepResult, top: int) -> None:
 
 
 def _print_trace(result: SweepResult, top: int) -> None:
-    from rich.console import Console
     from rich.table import Table
 
+    from lumos.cli.console import table_console
     from lumos.simulator.sweep.trace_grid import AXES
 
     table = Table(title=f"what-if grid ({len(result.rows)} points, fastest first)")
@@ -286,7 +286,7 @@ def _print_trace(result: SweepResult, top: int) -> None:
             f"{r['iteration_time_s']:.4f}",
             f"{speed:.2f}x" if speed else "",
         )
-    console = Console()
+    console = table_console()
     console.print(table)
     console.print(
         f"simulated {result.ran}, resumed {result.resumed}, failed {result.failed} "
@@ -310,8 +310,10 @@ def _plots(rows: list[dict[str, Any]], prefix: Path, space: SweepSpace) -> list[
 
 
 def _print(result: SweepResult, top: int) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from lumos.cli.console import table_console
+    from lumos.simulator.sweep.space import plan_label
 
     rows = result.rows
     table = Table(title=f"best plans ({len(rows)} valid of {result.grid_points} grid points)")
@@ -329,18 +331,18 @@ def _print(result: SweepResult, top: int) -> None:
         "exp PP",
         "bubble",
     ):
-        table.add_column(col, justify="right")
+        table.add_column(col, justify="left" if col == "plan" else "right")
     for r in rows[: top or None]:
         if r.get("error"):
-            table.add_row(str(r["rank"]), r["key"], f"error: {r['error']}", *[""] * 9)
+            table.add_row(str(r["rank"]), plan_label(r), f"error: {r['error']}", *[""] * 9)
             continue
         if r.get("tokens_per_s_per_gpu") is None:
             gb = f"{r['memory_gb_per_gpu']:.1f}"
-            table.add_row(str(r["rank"]), r["key"], "-", "-", "-", gb, "NO", *["-"] * 5)
+            table.add_row(str(r["rank"]), plan_label(r), "-", "-", "-", gb, "NO", *["-"] * 5)
             continue
         table.add_row(
             str(r["rank"]),
-            r["key"],
+            plan_label(r),
             f"{r['tokens_per_s_per_gpu']:.0f}",
             f"{r['iteration_time_s']:.3f}",
             f"{r['mfu']:.1%}",
@@ -351,7 +353,7 @@ def _print(result: SweepResult, top: int) -> None:
                 for k in ("compute_s", "exposed_tp_s", "exposed_dp_s", "exposed_pp_s", "bubble_s")
             ),
         )
-    console = Console()
+    console = table_console()
     console.print(table)
     if result.rejected:
         skipped = "; ".join(f"{k}: {v}" for k, v in sorted(result.rejected.items()))

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
+from lumos.cli.console import table_console
 from lumos.cli.main import echo_json, handle_errors
 from lumos.cli.options import force_option, hw_option
 from lumos.cli.outputs import no_stdout
@@ -120,7 +120,7 @@ def whatif_command(
         return
     base_bd = {b.rank: b for b in breakdown(res.base)}
     pred_bd = {b.rank: b for b in breakdown(res.predicted)}
-    console = Console()
+    console = table_console()
     if explain:
         for line in explain_lines(res.recovered):
             console.print(line, highlight=False)

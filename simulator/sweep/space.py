@@ -60,6 +60,24 @@ def plan_key(plan: ParallelPlan) -> str:
     )
 
 
+def plan_label(row: dict[str, Any]) -> str:
+    """A plan as a person reads it in a table: the degrees, then only what differs from
+    the defaults (``TP4 PP8 VP2 DP16 MBS1 z3 full fp8``)."""
+    parts = [f"TP{row['tp']}", f"PP{row['pp']}"]
+    if row["vp"] > 1:
+        parts.append(f"VP{row['vp']}")
+    if row["cp"] > 1:
+        parts.append(f"CP{row['cp']}")
+    parts += [f"DP{row['dp']}", f"MBS{row['mbs']}"]
+    if row["zero"] != 1:
+        parts.append(f"z{row['zero']}")
+    if row["recompute"] != "none":
+        parts.append(str(row["recompute"]))
+    if row["precision"] != "bf16":
+        parts.append(str(row["precision"]))
+    return " ".join(parts)
+
+
 def _rule(message: str) -> str:
     """The rule a ConfigError states, its numbers replaced by N (so equal rules count once)."""
     return re.sub(r"\d+", "N", message.removeprefix("plan: "))

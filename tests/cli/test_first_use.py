@@ -160,3 +160,12 @@ def test_help_lists_exit_codes_and_completion() -> None:
     assert code == 0 and "Exit codes" in output and "_LUMOS_COMPLETE" in output
     code, output = run("simulate", "--help")
     assert code == 0 and "h100-roce" in output  # every shipped system is named in --hw's help
+
+
+def test_piped_tables_keep_every_cell_whole(ddp_et: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # piped output (not a terminal) used to be cut to 80 columns: "expos…", "GPU-i…"
+    monkeypatch.delenv("COLUMNS", raising=False)
+    code, output = run("simulate", str(ddp_et))
+    assert code == 0, output
+    assert "…" not in output
+    assert "exposed compute" in output and "GPU-inclusive" in output

@@ -338,3 +338,12 @@ def test_cli_trace_sweep_json_follows_the_schema(tmp_path: Path) -> None:
     assert [p["key"] for p in doc["plans"]] == ["traced", "layers4"]
     bad = CliRunner().invoke(cli, [*args[:3], "--gpus", "8", "-o", str(tmp_path / "x.csv")])
     assert bad.exit_code != 0 and "plan-sweep options" in bad.output
+
+
+def test_plan_label_names_the_degrees_and_only_what_differs_from_the_defaults() -> None:
+    from lumos.simulator.sweep.space import plan_label
+
+    plain = {"tp": 4, "pp": 1, "vp": 1, "cp": 1, "dp": 16, "mbs": 2, "zero": 1}
+    assert plan_label({**plain, "recompute": "none", "precision": "bf16"}) == "TP4 PP1 DP16 MBS2"
+    busy = {**plain, "pp": 8, "vp": 2, "cp": 2, "zero": 3, "recompute": "full", "precision": "fp8"}
+    assert plan_label(busy) == "TP4 PP8 VP2 CP2 DP16 MBS2 z3 full fp8"
