@@ -347,3 +347,26 @@ def test_plan_label_names_the_degrees_and_only_what_differs_from_the_defaults() 
     assert plan_label({**plain, "recompute": "none", "precision": "bf16"}) == "TP4 PP1 DP16 MBS2"
     busy = {**plain, "pp": 8, "vp": 2, "cp": 2, "zero": 3, "recompute": "full", "precision": "fp8"}
     assert plan_label(busy) == "TP4 PP8 VP2 CP2 DP16 MBS2 z3 full fp8"
+
+
+def test_ray_and_the_local_pool_give_the_same_table_with_the_real_estimator(
+    tmp_path: Path,
+) -> None:
+    # the fake-work test above checks the engine; this one runs the real estimate in
+    # Ray's workers (model and system YAML read there, results pickled back)
+    pytest.importorskip("ray", reason="Ray is the optional lumos[ray] extra")
+    space = SweepSpace(
+        model="gpt3-350m",
+        gpus=8,
+        gbs=16,
+        seq=1024,
+        tp=(1, 2),
+        pp=(1, 2),
+        mbs=(1, 2),
+        recompute=("none",),
+    )
+    local = sweep(space, tmp_path / "local.csv", workers=2)
+    ray_run = sweep(space, tmp_path / "ray.csv", workers=2, executor="ray")
+    assert len(local.rows) == 8 and local.failed == ray_run.failed == 0
+    assert all(r["tokens_per_s_per_gpu"] > 0 for r in local.rows)
+    assert (tmp_path / "ray.csv").read_bytes() == (tmp_path / "local.csv").read_bytes()
