@@ -2,8 +2,12 @@
 
 Flash attention is one kernel forward and one backward (which recomputes the scores
 itself). Unfused attention (Megatron before flash attention) is a batched QKᵀ GEMM, a
-fused scale-mask-softmax(-dropout) over the [s, s] scores, and a batched score·V GEMM;
-selective recomputation re-runs those three before the backward.
+fused scale-mask-softmax(-dropout) over the [s, s] scores, and a batched score·V GEMM.
+Selective recomputation checkpoints the core attention (Megatron-core's default
+`recompute_modules: [core_attn]`): its forward runs again before its backward — the
+three unfused kernels, or the flash forward (with its ring passes under CP). With flash
+attention that buys almost no memory (the checkpoint keeps q, k, v, which the backward
+needs anyway) and costs one attention forward per layer and micro-batch.
 
 Context parallelism (ring attention): each CP rank holds s/cp query tokens and passes
 its K/V shard round the ring (send to the next CP rank, receive from the previous, on
@@ -71,4 +75,6 @@ def attention_bwd(blk: Block, ctx: Ctx, tag: str) -> None:
     if not ctx.plan.flash_attention:
         _unfused(blk, ctx, f"{tag}.attention_bwd", True)
     else:
+        if ctx.plan.recompute.value == "selective":
+            _ring_steps(blk, ctx, f"{tag}.attention_bwd.recompute", False)
         _ring_steps(blk, ctx, f"{tag}.attention_bwd", True)
