@@ -97,7 +97,8 @@ def build_tasks(
     index = StreamIndex(streams, launch_ts)
     table.counts["syncs"] = add_sync_edges(trace, table, len(cpu), index, launch_of)
     annotate_comm(table, trace, host_row, ctx)
-    _thread_edges(table, len(cpu))
+    is_ann = (kind[ev] == Kind.ANNOTATION) & ~gloo[trace.name[ev]]
+    _thread_edges(table, len(cpu), is_ann)
     for attrs in table.attrs.values():
         attrs.pop("_enclosing", None)
     return table
@@ -158,12 +159,18 @@ def _gpu_tasks(
     return streams, dict(zip(tasks.tolist(), launch_ts.tolist(), strict=True))
 
 
-def _thread_edges(table: TaskTable, n_cpu: int) -> None:
+def _thread_edges(table: TaskTable, n_cpu: int, idle: np.ndarray) -> None:
     """Cross-thread waits: a thread resuming right after another thread's task ended.
 
-    A task that starts a thread's chain, or follows a gap of at least WAIT_MIN_GAP_NS,
-    waits for the task of another thread that ended last before it started, if that end
-    falls in the second half of the gap.
+    A task that starts a thread's chain, or follows at least WAIT_MIN_GAP_NS of untraced
+    time, waits for the task of another thread that ended last before it started, if that
+    end falls in the second half of the untraced time. Untraced time is the gap before
+    the task, and also the `idle` tasks right before it (segments of user annotations:
+    they record no work of their own) back to the thread's last traced work: a
+    `record_function("## backward ##")` around `loss.backward()` covers the main thread
+    while it is blocked on the autograd thread, and the op after it waits for that
+    thread's last task (without the edge the two threads drift apart over a long replay
+    until one's launches overtake the other's on a shared stream).
     """
     tids = table.tid[:n_cpu]
     threads = np.unique(tids)
@@ -173,6 +180,9 @@ def _thread_edges(table: TaskTable, n_cpu: int) -> None:
     end = start + table.dur[:n_cpu]
     prev = table.ctrl[:n_cpu]
     lo = np.where(prev >= 0, end[np.maximum(prev, 0)], 0)
+    after_idle = (prev >= 0) & ~idle & idle[np.maximum(prev, 0)]
+    if after_idle.any():
+        lo[after_idle] = _last_traced_end(prev, idle, start, end)[after_idle]
     cand = np.flatnonzero((prev < 0) | (start - lo >= WAIT_MIN_GAP_NS))
     if not len(cand):
         return
@@ -188,6 +198,18 @@ def _thread_edges(table: TaskTable, n_cpu: int) -> None:
     ok = (found >= 0) & (~has_prev | (end[np.maximum(found, 0)] >= low + (start[cand] - low) // 2))
     for task, dep in zip(cand[ok].tolist(), found[ok].tolist(), strict=True):
         table.add_data(task, dep)
+
+
+def _last_traced_end(
+    prev: np.ndarray, idle: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> np.ndarray:
+    """Per task: the end of the last non-idle task before it on its thread, else the start
+    of the thread's first task (tasks are grouped by thread in chain order)."""
+    idx = np.arange(len(prev))
+    first = np.maximum.accumulate(np.where(prev < 0, idx, 0))
+    last = np.maximum.accumulate(np.where(idle, -1, idx))
+    last = np.r_[-1, last[:-1]]
+    return np.where(last >= first, end[np.maximum(last, 0)], start[first])
 
 
 def _position(tids: np.ndarray) -> np.ndarray:
