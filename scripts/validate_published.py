@@ -1,41 +1,53 @@
-"""Trace-free estimates vs published training runs (../shared/validation).
+"""Trace-free estimates vs published training runs (../shared/validation, scripts/data).
 
-Every row of `published_training_perf.csv` that states a figure we can turn into a step
-time and a configuration we can express is estimated with `lumos.simulator.workload.estimate`
-and printed next to the published step time, with the error. Published step time:
-`iter_time_s` when given, else derived with the source's own FLOP convention
-(README of the validation folder): Narayanan 2021 TFLOP/s per GPU with
-F = 96·B·s·l·h²(1 + s/6h + V/16lh); Korthikanti 2022 MFU with
+Every row of a published-runs CSV that states a figure we can turn into a step time and a
+configuration we can express is estimated with `lumos.simulator.workload.estimate` and
+printed next to the published step time, with the error. Two files: the shared rows
+(`../shared/validation/published_training_perf.csv`, the default) and the held-out H100
+rows (`scripts/data/heldout_h100.csv`, `--heldout`; see `scripts/data/README.md`).
+
+Published step time: `iter_time_s` when given, else derived — from tokens/s/GPU as
+gbs·seq / (tokens/s/GPU · GPUs), or with the source's own FLOP convention: Narayanan 2021
+TFLOP/s per GPU with F = 96·B·s·l·h²(1 + s/6h + V/16lh); Korthikanti 2022 MFU with
 F = 72·B·L·s·h²(1 + s/6h + V/12hL) against 312 TFLOP/s. Row → plan, from the row's own
-columns: model shape, TP/PP/DP/CP, virtual stages, micro/global batch, sequence
-parallelism, ZeRO / distributed optimizer, precision, recompute. What the sources say
+columns: model shape (and, where the file has them, `mlp`, `norm`, `position`,
+`tied_embeddings`), TP/PP/DP/CP, virtual stages, micro/global batch, sequence
+parallelism, ZeRO / distributed optimizer / FSDP, precision, recompute, and
+`tp_comm_overlap` (else the framework column's "(TP comm overlap)"). What the sources say
 about their software is used as stated, never tuned: Megatron-LM 2021/2022 ran unfused
-attention and all-reduced gradients after the backward; NeMo 24.11 runs cuDNN flash
-attention with gradient/parameter overlap, and TP-comm overlap where the row says so;
+attention and all-reduced gradients after the backward; NeMo, Megatron-Bridge and
+torchtitan run fused (flash / cuDNN) attention with gradient/parameter overlap;
 DeepSpeed's 2021 ZeRO-3 fetched each weight tensor alone, blocking, and reduced gradients
 without overlap (`overlap_comm` off by default): `fsdp_unit="tensor"`, see
-`simulator/workload/zero3_tensor.py`.
-Unstated micro-batch sizes are 1. Nothing here is fitted.
+`simulator/workload/zero3_tensor.py`. Unstated micro-batch sizes are 1; an unstated
+TP-comm overlap is off. A row whose `expressible` column says "no", or whose model lumos
+refuses (mixture of experts), is listed as skipped with the reason. Nothing here is fitted.
 
-    python scripts/validate_published.py [--csv PATH] [--only ROW_ID ...] [--markdown]
+    python scripts/validate_published.py [--heldout | --csv PATH] [--only ROW_ID ...]
+        [--markdown] [--json OUT]
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import re
 import statistics
 import sys
 import time
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from lumos.errors import LumosError
+from lumos.errors import ConfigError, LumosError
 from lumos.simulator.workload import ParallelPlan, Precision, Recompute, estimate
-from lumos.simulator.workload.spec import Mlp, ModelSpec, Norm
+from lumos.simulator.workload.spec import ModelSpec, model_from_dict
 
 CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / "published_training_perf.csv"
+HELDOUT = Path(__file__).resolve().parent / "data" / "heldout_h100.csv"
+#: frameworks whose runs predate fused attention and overlapped gradient reduction
+LEGACY = ("Megatron-LM", "DeepSpeed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,10 +67,12 @@ def _int(text: str, default: int | None = None) -> int | None:
 
 def _published(r: dict[str, str]) -> tuple[float, str] | None:
     gpus = int(r["gpus"])
-    B, s, h = int(r["gbs_seqs"]), int(r["seq_len"]), int(r["hidden"])
-    layers, V = int(r["layers"]), int(r["vocab"] or 0)
+    B, s = int(r["gbs_seqs"]), int(r["seq_len"])
     if r["iter_time_s"]:
         return float(r["iter_time_s"]), "iter_time_s"
+    if r.get("tokens_per_s_per_gpu"):
+        return B * s / (float(r["tokens_per_s_per_gpu"]) * gpus), "tokens/s/GPU"
+    h, layers, V = int(r["hidden"]), int(r["layers"]), int(r["vocab"] or 0)
     if r["tflops_per_gpu"] and r["source"].startswith("Narayanan"):
         f = 96 * B * s * layers * h * h * (1 + s / (6 * h) + V / (16 * layers * h))
         return f / (float(r["tflops_per_gpu"]) * 1e12 * gpus), "TFLOP/s (Narayanan Eq. 3)"
@@ -69,22 +83,23 @@ def _published(r: dict[str, str]) -> tuple[float, str] | None:
 
 
 def _model(r: dict[str, str]) -> ModelSpec:
+    """The row's model; explicit architecture columns win over the name heuristic."""
     gpt = "GPT" in r["model"] and "Nemotron" not in r["model"]
-    return ModelSpec(
-        name=r["model"],
-        layers=int(r["layers"]),
-        hidden=int(r["hidden"]),
-        heads=int(r["heads"]),
-        kv_heads=int(r["kv_heads"] or r["heads"]),
-        ffn=int(r["ffn"] or 4 * int(r["hidden"])),
-        vocab=int(r["vocab"]),
-        mlp=Mlp.GELU if gpt else Mlp.SQUARED_RELU,
-        norm=Norm.LAYERNORM,
-        tied_embeddings=gpt,
-        position="learned" if gpt else "rope",
-        bias=gpt,
-        seq=int(r["seq_len"]),
-    )
+    data: dict[str, object] = {
+        "layers": int(r["layers"]),
+        "hidden": int(r["hidden"]),
+        "heads": int(r["heads"]),
+        "kv_heads": int(r["kv_heads"] or r["heads"]),
+        "ffn": int(r["ffn"] or 4 * int(r["hidden"])),
+        "vocab": int(r["vocab"]),
+        "mlp": r.get("mlp") or ("gelu" if gpt else "squared_relu"),
+        "norm": r.get("norm") or "layernorm",
+        "tied_embeddings": (r.get("tied_embeddings") or ("yes" if gpt else "no")) == "yes",
+        "position": r.get("position") or ("learned" if gpt else "rope"),
+        "bias": gpt,
+        "seq": int(r["seq_len"]),
+    }
+    return model_from_dict(data, f"row {r['row_id']}", r["model"])
 
 
 def _recompute(text: str) -> Recompute:
@@ -96,14 +111,28 @@ def _recompute(text: str) -> Recompute:
     return Recompute.NONE
 
 
+def _tp_overlap(r: dict[str, str]) -> bool:
+    stated = (r.get("tp_comm_overlap") or "").lower()
+    if stated.startswith(("yes", "no")):
+        return stated.startswith("yes")
+    return "TP comm overlap" in r["framework"]
+
+
 def parse(r: dict[str, str]) -> Row | str:
     """A row we can estimate, or why not."""
+    if r.get("arch") == "MoE":  # lumos' own refusal, as a user would meet it
+        try:
+            model_from_dict({"layers": 1, "hidden": 1, "heads": 1, "vocab": 1, "experts": 8}, "row")
+        except ConfigError as exc:
+            return f"refused by lumos: {exc}"
+    if (r.get("expressible") or "yes").lower().startswith("no"):
+        return r["expressible"]
     pub = _published(r)
     if pub is None:
-        return "no published step time, TFLOP/s or MFU"
+        return "no published step time, tokens/s, TFLOP/s or MFU"
     if not r["layers"] or not r["vocab"]:
         return "model shape incomplete"
-    nemo = r["framework"].startswith("NeMo")
+    legacy = r["framework"].startswith(LEGACY)
     deepspeed = r["framework"].startswith("DeepSpeed")
     zero_text = r["zero_fsdp"].lower()
     zero = 3 if "zero-3" in zero_text else (1 if "distributed optimizer" in zero_text else 0)
@@ -120,29 +149,52 @@ def parse(r: dict[str, str]) -> Row | str:
         precision=Precision.FP8 if r["precision"].upper().startswith("FP8") else Precision.BF16,
         recompute=_recompute(r["recompute"]),
         sequence_parallel=r["sp"].lower().startswith("yes"),
-        tp_comm_overlap="TP comm overlap" in r["framework"],
-        overlap_grad_reduce=nemo or (zero == 3 and not deepspeed),
-        overlap_param_gather=nemo or zero == 3,
-        flash_attention=nemo,
+        tp_comm_overlap=_tp_overlap(r),
+        overlap_grad_reduce=not legacy or (zero == 3 and not deepspeed),
+        overlap_param_gather=not legacy or zero == 3,
+        flash_attention=not legacy,
         fsdp_unit="tensor" if deepspeed else "layer",
     )
     hw = "h100" if r["gpu_type"].startswith("H100") else "a100"
-    return Row(r["row_id"], pub[0], pub[1], _model(r), plan, hw)
+    try:
+        return Row(r["row_id"], pub[0], pub[1], _model(r), plan, hw)
+    except ConfigError as exc:
+        return f"cannot express: {exc}"
+
+
+def _plan_text(p: ParallelPlan) -> str:
+    return (
+        f"TP{p.tp} PP{p.pp}{f'v{p.vp}' if p.vp > 1 else ''} DP{p.dp}"
+        f"{f' CP{p.cp}' if p.cp > 1 else ''} mbs{p.mbs} {p.precision.value} {p.recompute.value}"
+        f"{' z3' if p.zero == 3 else ''}{' tpo' if p.tp_comm_overlap else ''}"
+    )
+
+
+def _summary(label: str, errors: list[float]) -> str:
+    a = [abs(e) for e in errors]
+    return (
+        f"{label}: {len(errors)} rows, mean |error| {100 * statistics.mean(a):.1f} %, "
+        f"median {100 * statistics.median(a):.1f} %, max {100 * max(a):.1f} %, "
+        f"mean signed {100 * statistics.mean(errors):+.1f} %"
+    )
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--csv", type=Path, default=CSV)
+    ap.add_argument("--csv", type=Path, default=None)
+    ap.add_argument("--heldout", action="store_true", help=f"use {HELDOUT.name}")
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    ap.add_argument("--json", type=Path, default=None, help="write per-row results here")
     args = ap.parse_args()
-    rows = list(csv.DictReader(args.csv.open()))
+    path = args.csv or (HELDOUT if args.heldout else CSV)
+    rows = list(csv.DictReader(path.open()))
     errors: list[float] = []
+    groups: dict[str, list[float]] = defaultdict(list)
     skipped: list[tuple[str, str]] = []
+    out: dict[str, dict[str, object]] = {}
     if args.markdown:
-        print(
-            "| row | model | GPUs | plan | published s | predicted s | error | MFU | mem GB | basis |"
-        )
+        print("| row | model | GPUs | plan | published s | predicted s | error | MFU | mem GB | basis |")
         print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if args.only and r["row_id"] not in args.only:
@@ -159,11 +211,11 @@ def main() -> int:
             continue
         err = est.iteration_time_s / row.published_s - 1
         errors.append(err)
-        p = row.plan
-        plan = (
-            f"TP{p.tp} PP{p.pp}{f'v{p.vp}' if p.vp > 1 else ''} DP{p.dp} mbs{p.mbs} "
-            f"{p.precision.value} {p.recompute.value}{' z3' if p.zero == 3 else ''}"
-        )
+        groups[r.get("group", "")].append(err)
+        plan = _plan_text(row.plan)
+        out[row.row_id] = {"published_s": row.published_s, "predicted_s": est.iteration_time_s,
+                           "error": err, "mfu": est.mfu, "memory_gb": est.memory.total_gb,
+                           "group": r.get("group", ""), "plan": plan}
         if args.markdown:
             print(
                 f"| {row.row_id} | {r['model']} | {r['gpus']} | {plan} | {row.published_s:.2f} "
@@ -172,20 +224,19 @@ def main() -> int:
             )
         else:
             print(
-                f"{row.row_id:28s} {plan:36s} published {row.published_s:8.2f} s  "
+                f"{row.row_id:28s} {plan:40s} published {row.published_s:8.2f} s  "
                 f"predicted {est.iteration_time_s:8.2f} s  {100 * err:+6.1f} %  "
                 f"({time.perf_counter() - t0:.1f} s)",
                 flush=True,
             )
     if errors:
-        abs_err = [abs(e) for e in errors]
-        print(
-            f"\n{len(errors)} rows: mean |error| {100 * statistics.mean(abs_err):.1f} %, "
-            f"median {100 * statistics.median(abs_err):.1f} %, max {100 * max(abs_err):.1f} %, "
-            f"mean signed {100 * statistics.mean(errors):+.1f} %"
-        )
+        print("\n" + _summary("all", errors))
+        for g, errs in groups.items():
+            print("  " + _summary(g or "(no group)", errs))
     for rid, why in skipped:
         print(f"skipped {rid}: {why}")
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
     return 0
 
 

@@ -123,8 +123,29 @@ _TABLE = {
 }
 
 
+#: keys that make a config a mixture of experts (lumos' own and the common HF/Megatron names)
+MOE_KEYS = (
+    "experts",
+    "num_experts",
+    "moe_experts",
+    "num_local_experts",
+    "n_routed_experts",
+    "num_experts_per_tok",
+    "moe_router_topk",
+    "moe_top_k",
+)
+
+
 def model_from_dict(data: dict[str, Any], where: str, name: str = "") -> ModelSpec:
-    """A `ModelSpec` from a mapping of the YAML keys. Raises ConfigError naming `where`."""
+    """A `ModelSpec` from a mapping of the YAML keys. Raises ConfigError naming `where`,
+    and for a mixture-of-experts config (any of `MOE_KEYS`): lumos models dense decoders
+    only, so it refuses instead of estimating the dense model the other keys describe."""
+    moe = [k for k in MOE_KEYS if k in data]
+    if moe:
+        raise ConfigError(
+            f"{where}: {moe[0]!r} makes this a mixture-of-experts model; lumos estimates "
+            "dense decoder transformers only (no expert parallelism, routing or all-to-all)"
+        )
     values = fields(data, _TABLE, where)
     values["name"] = values["name"] or name
     values["kv_heads"] = values["kv_heads"] or values["heads"]
