@@ -67,16 +67,24 @@ class KernelModel:
         return p.gemm_efficiency_bf16
 
     def gemm_ns(
-        self, m: int, n: int, k: int, dtype: str = "bf16", batch: int = 1, out_bytes: int = 2
+        self,
+        m: int,
+        n: int,
+        k: int,
+        dtype: str = "bf16",
+        batch: int = 1,
+        out_bytes: int = 2,
+        sms: int | None = None,
     ) -> float:
         """Time of `batch` GEMMs C[m,n] = A[m,k] B[k,n] (inputs in `dtype`; the epilogue
-        moves `out_bytes` per output element)."""
+        moves `out_bytes` per output element), on `sms` SMs (default: all; fewer when a
+        communication kernel holds the rest)."""
         if m <= 0 or n <= 0 or k <= 0:
             return 0.0
         p = self.physics
         tm, tn = p.gemm_tile
         tiles = batch * math.ceil(m / tm) * math.ceil(n / tn)
-        waves = math.ceil(tiles / p.sm_count)
+        waves = math.ceil(tiles / max(1, min(sms or p.sm_count, p.sm_count)))
         eff = self.gemm_efficiency(dtype) * k / (k + p.gemm_k_overhead)
         per_sm = self.tensor_peak_flops_per_ns(dtype) / p.sm_count
         compute = waves * 2.0 * tm * tn * k / (per_sm * eff)

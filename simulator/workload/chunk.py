@@ -122,11 +122,20 @@ def build_chunk(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Froz
         if fsdp:
             waits = (_fsdp_gather(blk, ctx, "output", emb_params, -1),)
         waits = _output_bwd(blk, ctx, waits)
+    top = f"layer{first_layer + key.layers - 1}"
+    gather = _fsdp_gather(blk, ctx, top, lp, blk.last_compute) if fsdp else -1
     for i in reversed(range(key.layers)):
         tag = f"layer{first_layer + i}"
-        gather = _fsdp_gather(blk, ctx, tag, lp, blk.last_compute) if fsdp else -1
+        start = len(blk.name)
+        # backward prefetch (FSDP's BACKWARD_PRE default, FSDP2's one-ahead prefetch):
+        # the next layer's gather is issued as this layer's backward starts
+        nxt = (
+            _fsdp_gather(blk, ctx, f"layer{first_layer + i - 1}", lp, start - 1)
+            if fsdp and i > 0
+            else -1
+        )
         end = layer_backward(blk, ctx, tag, (*waits, gather))
-        waits = ()
+        waits, gather = (), nxt
         blk.mark(f"layer{i}", end)
         if fsdp:
             blk.coll(f"{tag}.grad_reduce_scatter", DP_STREAM, REDUCE_SCATTER, lp * BF16, DP, end)

@@ -85,16 +85,23 @@ class Ctx:
         return self.ffn * (2 if self.model.gated else 1)
 
     def gemm(
-        self, m: int, n: int, k: int, dtype: str | None = None, wgrad: bool = False
+        self,
+        m: int,
+        n: int,
+        k: int,
+        dtype: str | None = None,
+        wgrad: bool = False,
+        sms: int | None = None,
     ) -> tuple[float, float, float]:
         """(ns, FLOPs, bytes) of one GEMM; `dtype` defaults to the linear-layer dtype. A
         weight-gradient GEMM accumulates into the FP32 main gradient (Megatron's gradient
-        accumulation fusion): its epilogue reads and writes 8 bytes per element."""
+        accumulation fusion): its epilogue reads and writes 8 bytes per element. `sms`:
+        the SMs it may use (all by default)."""
         dt = dtype or self.linear_dtype
         size = 1 if dt == "fp8" else 2
         out = 8 if wgrad else BF16
         return (
-            self.km.gemm_ns(m, n, k, dt, out_bytes=out),
+            self.km.gemm_ns(m, n, k, dt, out_bytes=out, sms=sms),
             2.0 * m * n * k,
             float((m * k + k * n) * size + m * n * out),
         )

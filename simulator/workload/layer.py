@@ -53,11 +53,21 @@ def gathered_gemm(
     return last
 
 
+#: Transformer Engine userbuffers "pipeline" overlap of the row-parallel forward GEMMs with
+#: their reduce-scatter: (SMs the communication kernel holds, GEMM splits). The GEMM runs
+#: on the other SMs (`set_sm_margin: 1`) in `num_splits` chunks, each chunk's partial sums
+#: reduce-scattered while the next computes. Values of every NeMo H100 recipe config
+#: (NeMo-Framework-Launcher conf/training/tp_overlap/ub_cfg_h100_*.yaml: proj_fprop
+#: num_sm 24, fc2_fprop num_sm 16, num_splits 4).
+UB_PIPELINE = {"proj": (24, 4), "fc2": (16, 4)}
+
+
 def _reduced_gemm(
     blk: Block, ctx: Ctx, name: str, m_n_k: tuple[int, int, int], dtype: str | None = None
 ) -> tuple[int, ...]:
     """Row-parallel GEMM whose output is reduce-scattered (SP) or all-reduced over TP;
-    returns what the consumer waits for."""
+    returns what the consumer waits for. With TP-comm overlap: userbuffers' pipelined
+    reduce-scatter (`UB_PIPELINE`)."""
     m, n, k = m_n_k
     if ctx.plan.tp == 1:
         return (blk.compute(name, *ctx.gemm(m, n, k, dtype)),)
@@ -65,10 +75,13 @@ def _reduced_gemm(
     if not ctx.sp:
         g = blk.compute(name, *ctx.gemm(m, n, k, dtype))
         return (blk.coll(f"{name}.all_reduce", TP_STREAM, ALL_REDUCE, full, TP, g),)
-    c = _chunks(ctx)
+    c, sms = 1, None
+    if _chunks(ctx) > 1:
+        held, c = UB_PIPELINE[name.rsplit(".", 1)[-1]]
+        sms = ctx.km.physics.sm_count - held
     out = []
     for _ in range(c):
-        g = blk.compute(name, *ctx.gemm(m // c, n, k, dtype))
+        g = blk.compute(name, *ctx.gemm(m // c, n, k, dtype, sms=sms))
         out.append(blk.coll(f"{name}.reduce_scatter", TP_STREAM, REDUCE_SCATTER, full // c, TP, g))
     return tuple(out)
 

@@ -20,11 +20,15 @@ from lumos.simulator.workload.dims import BF16, Ctx
 from lumos.simulator.workload.plan import Precision, Recompute
 
 GB = 1e9
+#: HBM capacities are quoted in GiB: the A100 / H100 "80GB" are five 16 GiB HBM stacks,
+#: 85.9e9 bytes (the hwconfigs files give the quoted number)
+GIB = 2**30
 
 
 @dataclass(frozen=True, slots=True)
 class MemoryEstimate:
-    """Bytes per GPU on the busiest stage, by kind, in GB (1e9)."""
+    """Bytes per GPU on the busiest stage, by kind, in GB (1e9); `capacity_gb` too (the
+    GPU's quoted GiB converted)."""
 
     weights_gb: float
     gradients_gb: float
@@ -95,7 +99,7 @@ def estimate_memory(
             o / GB,
             act / GB,
             workspace_gb,
-            ctx.km.gpu.hbm_capacity_gb,
+            ctx.km.gpu.hbm_capacity_gb * GIB / GB,
             stage,
         )
         if best is None or m.total_gb > best.total_gb:

@@ -20,6 +20,8 @@ PUBLISHED_B = {
     "nemotron4-15b": 15.7,
     "nemotron4-340b": 341.0,
     "mistral-7b": 7.24,
+    "nemo-gpt3-5b": 5.0,  # NeMo recipe names (5B, 20B)
+    "nemo-gpt3-20b": 20.0,
 }
 
 
