@@ -24,7 +24,7 @@ TP-comm overlap is off. A row whose `expressible` column says "no", or whose mod
 refuses (mixture of experts), is listed as skipped with the reason. Nothing here is fitted.
 
     python scripts/validate_published.py [--heldout | --csv PATH] [--only ROW_ID ...]
-        [--markdown] [--json OUT]
+        [--markdown] [--json OUT] [--baseline EARLIER.json]
 """
 
 from __future__ import annotations
@@ -193,7 +193,14 @@ def main() -> int:
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     ap.add_argument("--json", type=Path, default=None, help="write per-row results here")
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="a --json file of an earlier run: adds its error",
+    )
     args = ap.parse_args()
+    before = json.loads(args.baseline.read_text()) if args.baseline else {}
     path = args.csv or (HELDOUT if args.heldout else CSV)
     rows = list(csv.DictReader(path.open()))
     errors: list[float] = []
@@ -201,10 +208,12 @@ def main() -> int:
     skipped: list[tuple[str, str]] = []
     out: dict[str, dict[str, object]] = {}
     if args.markdown:
+        extra = " before |" if before else ""
         print(
-            "| row | model | GPUs | plan | published s | predicted s | error | MFU | mem GB | basis |"
+            f"| row | model | GPUs | plan | published s | predicted s | error |{extra} "
+            "MFU | mem GB | basis |"
         )
-        print("|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|" + ("---|" if before else ""))
     for r in rows:
         if args.only and r["row_id"] not in args.only:
             continue
@@ -232,9 +241,11 @@ def main() -> int:
             "plan": plan,
         }
         if args.markdown:
+            was = before.get(row.row_id)
+            old = (f" {100 * was['error']:+.1f} % |" if was else " — |") if before else ""
             print(
                 f"| {row.row_id} | {r['model']} | {r['gpus']} | {plan} | {row.published_s:.2f} "
-                f"| {est.iteration_time_s:.2f} | {100 * err:+.1f} % | {100 * est.mfu:.1f} % "
+                f"| {est.iteration_time_s:.2f} | {100 * err:+.1f} % |{old} {100 * est.mfu:.1f} % "
                 f"| {est.memory.total_gb:.0f} | {row.basis} |"
             )
         else:

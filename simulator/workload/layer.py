@@ -60,6 +60,11 @@ def gathered_gemm(
 #: (NeMo-Framework-Launcher conf/training/tp_overlap/ub_cfg_h100_*.yaml: proj_fprop
 #: num_sm 24, fc2_fprop num_sm 16, num_splits 4).
 UB_PIPELINE = {"proj": (24, 4), "fc2": (16, 4)}
+#: userbuffers "bulk" overlaps in the backward of the column-parallel layers: (SMs the
+#: input all-gather holds while dgrad runs, SMs the dgrad reduce-scatter holds while wgrad
+#: runs) — qkv_dgrad / qkv_wgrad and fc1_dgrad / fc1_wgrad `num_sm` of NeMo's
+#: ub_cfg_h100_h8192_tp4_mbs1_seqlen8192.yaml (the Llama 70B recipe).
+UB_BULK = {"qkv": (4, 24), "fc1": (2, 4)}
 
 
 def _reduced_gemm(
@@ -132,12 +137,17 @@ def col_backward(
     ag = -1
     if ctx.sp:
         ag = blk.coll(f"{name}.input_all_gather", TP_STREAM, ALL_GATHER, ctx.act_bytes, TP, start)
-    dgrad = blk.compute(f"{name}.dgrad", *ctx.gemm(T, k, n, dtype))
+    sms: tuple[int | None, int | None] = (None, None)
+    held = UB_BULK.get(name.rsplit(".", 1)[-1]) if _chunks(ctx) > 1 else None
+    if held:  # the bulk communication kernels share the SMs with the GEMM they overlap
+        sms = (ctx.km.physics.sm_count - held[0], ctx.km.physics.sm_count - held[1])
+    dgrad = blk.compute(f"{name}.dgrad", *ctx.gemm(T, k, n, dtype, sms=sms[0]))
     red: tuple[int, ...] = ()
     if t > 1:
         kind = REDUCE_SCATTER if ctx.sp else ALL_REDUCE
         red = (blk.coll(f"{name}.dgrad_reduce", TP_STREAM, kind, T * k * BF16, TP, dgrad),)
-    blk.compute(f"{name}.wgrad", *ctx.gemm(n, k, T, dtype, wgrad=True), waits=(ag,))
+    wgrad = ctx.gemm(n, k, T, dtype, wgrad=True, sms=sms[1])
+    blk.compute(f"{name}.wgrad", *wgrad, waits=(ag,))
     return red
 
 

@@ -29,7 +29,7 @@ from lumos.hwconfigs.load import load_system
 from lumos.simulator.costmodel.kernels import KernelModel
 from lumos.simulator.workload import ParallelPlan, Precision, Recompute, estimate
 from lumos.simulator.workload.generate import Generator
-from lumos.simulator.workload.layer import UB_PIPELINE
+from lumos.simulator.workload.layer import UB_BULK, UB_PIPELINE
 from lumos.simulator.workload.spec import load_model, model_from_dict
 from lumos.simulator.workload.step import plan_memory
 from tests.conftest import REPO
@@ -77,9 +77,11 @@ def test_selective_recompute_with_flash_reruns_core_attention() -> None:
     assert sel.iteration_time_s - none == pytest.approx(2 * spec.layers * fwd, rel=0.01)
 
 
-def test_ub_pipelined_reduce_scatter_holds_sms() -> None:
+def test_ub_overlap_kernels_hold_sms() -> None:
     """Llama 3 70B, TP4 with TP-comm overlap: each row-parallel forward GEMM runs as
-    `num_splits` chunks on the SMs the reduce-scatter kernel leaves free."""
+    `num_splits` chunks on the SMs the reduce-scatter kernel leaves free; the backward
+    dgrad / wgrad GEMMs of QKV and FC1 share theirs with the bulk all-gather /
+    reduce-scatter."""
     plan = ParallelPlan(tp=4, mbs=1, gbs=1, seq=8192, zero=0, tp_comm_overlap=True)
     gen = Generator(load_model("llama3-70b"), plan, KM)
     blk = gen.block(0, 0, True)
@@ -93,6 +95,19 @@ def test_ub_pipelined_reduce_scatter_holds_sms() -> None:
         assert mask.sum() == splits
         assert durs[mask] == pytest.approx(round(want), abs=1)
         assert want > KM.gemm_ns(ctx.T // splits, ctx.h, k)
+    bwd = gen.block(0, 0, False)
+    names = np.asarray(gen.names.as_list())[bwd.name]
+    sm = KM.physics.sm_count
+    for gemm, (dgrad_held, wgrad_held) in UB_BULK.items():
+        n = ctx.qkv_width if gemm == "qkv" else ctx.up_width
+        dgrad = KM.gemm_ns(ctx.T, ctx.h, n, sms=sm - dgrad_held)
+        wgrad = KM.gemm_ns(n, ctx.h, ctx.T, out_bytes=8, sms=sm - wgrad_held)
+        assert bwd.cols["dur"][names == f"layer0.{gemm}.dgrad"] == pytest.approx(
+            round(dgrad), abs=1
+        )
+        assert bwd.cols["dur"][names == f"layer0.{gemm}.wgrad"] == pytest.approx(
+            round(wgrad), abs=1
+        )
 
 
 @pytest.mark.parametrize("key", ["experts", "num_experts", "num_local_experts", "moe_router_topk"])
