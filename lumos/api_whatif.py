@@ -82,7 +82,8 @@ def whatif(
     """Edit TRACE's step and simulate it beside the traced one (`-o` as `output`).
 
     `edits` are `WhatIf`'s fields: layers, hidden, ffn, seq, tp, dp, pp, schedule, vp,
-    microbatches, hw, base_hw, jitter, seed. Raises ConfigError for an unknown edit or
+    microbatches, hw, base_hw, jitter, seed, normalise (False: edit the step as traced,
+    `--as-traced`). Raises ConfigError for an unknown edit or
     an impossible one, TraceFormatError for an unreadable trace, LumosError (before any
     work) when `output` already holds `<prefix>.*.et` files and `force` is off.
     """

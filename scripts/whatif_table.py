@@ -1,25 +1,31 @@
 """Predict every configuration of the what-if grid from the base captures; print the table.
 
-Reads what `scripts/whatif_capture.py` wrote (`out/whatif/<config>/run<k>-et/`). Each
-base run is edited into every other configuration and simulated (replay of the edited
-ETs); each configuration's runs give the measured step (`measured_step_ns`, the slowest
-rank's Kineto `ProfilerStep`). The table compares the median prediction with the median
-measurement; because the shared machine's load moves single runs by tens of per cent, it
-also compares the fastest prediction with the fastest measurement, and run k's
-prediction (from base run k) with run k's measurement (captured minutes apart, under
-about the same load; the median of those paired errors).
+Reads what `scripts/whatif_capture.py` wrote: `<root>/<config>/run<k>/` (the raw host ET
++ Kineto pairs, and `capture.json` with the host's load and core count) and
+`<root>/<config>/run<k>-et/` (the converted step). Each base run is edited into every
+other configuration and simulated (replay of the edited ETs).
 
-    python scripts/whatif_table.py --root out/whatif
+The measured step of a run is the slowest rank's `ProfilerStep`; when the run profiled
+several steps, the median over its steps after the first (the first carries the
+profiler's start: the ranks enter it skewed by the execution-trace observer's setup).
+Per configuration the table gives the measured runs' median and range, the predictions'
+median and range (one per base run), the error of the medians, and the paired errors
+(run k's prediction, from base run k, against run k's measurement, captured within the
+same minute): their median and range. The noise floor is the base runs' own spread.
+
+    python scripts/whatif_table.py --root out/whatif [--as-traced]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 from pathlib import Path
 
 from lumos.converters.chakra import conventions as cv
 from lumos.converters.chakra.attrs import get_attr
+from lumos.converters.pytorch.capture import load_json, profiler_steps
 from lumos.simulator.whatif.api import WhatIf, apply_edits, recover
 from lumos.simulator.whatif.etset import EtSet, load_etset, simulate_etset
 
@@ -43,43 +49,83 @@ EDITS: dict[str, tuple[str, WhatIf]] = {
 }
 
 
-def measured_ms(ets: EtSet) -> float:
+def step_times_ms(raw: Path) -> list[float]:
+    """Per profiled step (in order): the slowest rank's ProfilerStep, from the raw Kineto
+    traces (empty when the raw traces are not there)."""
+    per_step: dict[str, float] = {}
+    for path in sorted(raw.glob("rank*.kineto.json*")):
+        for s in profiler_steps(load_json(path)):
+            per_step[s.name] = max(per_step.get(s.name, 0.0), s.dur_ns / 1e6)
+    return [per_step[k] for k in sorted(per_step, key=lambda n: int(n.rsplit("#", 1)[1]))]
+
+
+def measured_ms(ets: EtSet, raw: Path | None = None) -> float:
+    """The run's measured step (see module doc)."""
+    steps = step_times_ms(raw) if raw is not None and raw.is_dir() else []
+    if len(steps) >= 2:
+        return statistics.median(steps[1:])
     return max(int(get_attr(r.metadata, cv.META_STEP_NS, 0)) for r in ets.ranks) / 1e6
 
 
-def runs(root: Path, config: str) -> list[EtSet]:
-    return [load_etset(p) for p in sorted((root / config).glob("run*-et"))]
+def run_dirs(root: Path, config: str) -> list[Path]:
+    return sorted((root / config).glob("run*-et"), key=lambda p: int(p.name[3:-3]))
+
+
+def load_avg(root: Path, config: str) -> list[float]:
+    """The 1-minute load average each run recorded before its capture (`capture.json`)."""
+    out = []
+    for et_dir in run_dirs(root, config):
+        meta = et_dir.parent / et_dir.name[:-3] / "capture.json"
+        if meta.is_file():
+            out.append(float(json.loads(meta.read_text())["loadavg_before"][0]))
+    return out
+
+
+def _fmt(values: list[float], pct: bool = False) -> str:
+    f = (lambda v: f"{v * 100:+.1f}%") if pct else (lambda v: f"{v:.1f}")
+    return f"{f(statistics.median(values))} ({f(min(values))} to {f(max(values))})"
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--root", type=Path, default=ROOT / "out" / "whatif")
+    p.add_argument("--as-traced", action="store_true", help="edit the bases as traced")
     args = p.parse_args()
-    bases = [recover(e) for e in runs(args.root, "base")]
-    base_ms = [measured_ms(r.ets) for r in bases]
-    sim_ms = [simulate_etset(r.ets).iteration_time_ns / 1e6 for r in bases]
+    base_dirs = run_dirs(args.root, "base")
+    base_ets = [load_etset(d) for d in base_dirs]
+    bases = [recover(e, normalise=not args.as_traced) for e in base_ets]
+    base_ms = [
+        measured_ms(e, d.parent / d.name[:-3]) for e, d in zip(base_ets, base_dirs, strict=True)
+    ]
+    replay = [simulate_etset(e).iteration_time_ns / 1e6 for e in base_ets]
+    normal = [simulate_etset(r.ets).iteration_time_ns / 1e6 for r in bases]
     spread = (max(base_ms) - min(base_ms)) / statistics.median(base_ms) * 100
     print(f"base: {len(bases)} runs, measured {', '.join(f'{x:.1f}' for x in base_ms)} ms")
-    print(f"base replay: {', '.join(f'{x:.1f}' for x in sim_ms)} ms")
+    print(f"base replay as traced: {', '.join(f'{x:.1f}' for x in replay)} ms")
+    print(f"base replay normalised: {', '.join(f'{x:.1f}' for x in normal)} ms")
     print(f"base spread (max-min)/median: {spread:.0f}%")
+    loads = [x for c in ("base", *EDITS) for x in load_avg(args.root, c)]
+    if loads:
+        print(f"load average before the captures: {min(loads):.2f}-{max(loads):.2f}")
     print()
     print(
         "| config | edit | runs | measured median (min-max) ms | predicted median (min-max) ms "
-        "| error (medians) | error (fastest) | error (paired) |"
+        "| error of medians | paired error median (min to max) |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for config, (flags, spec) in EDITS.items():
-        measured = [measured_ms(e) for e in runs(args.root, config)]
+        dirs = run_dirs(args.root, config)
+        measured = [measured_ms(load_etset(d), d.parent / d.name[:-3]) for d in dirs]
         if not measured:
             continue
         pred = [simulate_etset(apply_edits(b, spec)[0]).iteration_time_ns / 1e6 for b in bases]
         m, q = statistics.median(measured), statistics.median(pred)
-        paired = statistics.median(p / x - 1 for p, x in zip(pred, measured, strict=False))
+        paired = [p / x - 1 for p, x in zip(pred, measured, strict=False)]
         print(
             f"| {config} | `{flags}` | {len(measured)} "
             f"| {m:.1f} ({min(measured):.1f}-{max(measured):.1f}) "
             f"| {q:.1f} ({min(pred):.1f}-{max(pred):.1f}) | {(q / m - 1) * 100:+.1f}% "
-            f"| {(min(pred) / min(measured) - 1) * 100:+.1f}% | {paired * 100:+.1f}% |"
+            f"| {_fmt(paired, pct=True)} |"
         )
 
 

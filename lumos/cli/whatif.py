@@ -60,6 +60,12 @@ def _pairs(values: tuple[str, ...], flag: str) -> tuple[tuple[int, float], ...]:
 @force_option
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--explain", is_flag=True, help="Print the structure that was recognised.")
+@click.option(
+    "--as-traced",
+    is_flag=True,
+    help="Edit the step as traced: keep recorded waits in gaps and ops' lost time slices "
+    "(default: normalised first, docs/whatif.md).",
+)
 @handle_errors
 def whatif_command(
     target: str,
@@ -84,6 +90,7 @@ def whatif_command(
     force: bool,
     as_json: bool,
     explain: bool,
+    as_traced: bool,
 ) -> None:
     """Predict TRACE's step (folder, prefix, file or tar of .et files) after the edits."""
     from lumos.converters.chakra.set_output import check_set_output
@@ -110,6 +117,7 @@ def whatif_command(
         slow_links=_pairs(slow_link, "--slow-link"),
         jitter=jitter,
         seed=seed,
+        normalise=not as_traced,
     )
     if output is not None:  # refuse before the work, not after it
         check_set_output(Path(no_stdout(output, "edited ETs")), prefix, force=force)
@@ -124,6 +132,8 @@ def whatif_command(
     if explain:
         for line in explain_lines(res.recovered):
             console.print(line, highlight=False)
+    for note in res.recovered.normalised.notes():
+        console.print(f"base: {note}", highlight=False)
     for note in res.notes:
         console.print(f"edit: {note}", highlight=False)
     b, p = res.base.iteration_time_ns, res.predicted.iteration_time_ns

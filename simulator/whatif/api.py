@@ -24,6 +24,7 @@ from lumos.simulator.whatif.etset import EtSet, load_etset, simulate_etset
 from lumos.simulator.whatif.faults import jitter, slow_link, slow_rank
 from lumos.simulator.whatif.groups import GroupRole, group_roles, roles_by_members
 from lumos.simulator.whatif.layers import set_layers
+from lumos.simulator.whatif.normalise import Normalised, normalise_step
 from lumos.simulator.whatif.reshape import remember_fit, reshape
 from lumos.simulator.whatif.structure import RankStructure, recover_rank, tag
 
@@ -51,6 +52,8 @@ class WhatIf:
     slow_links: tuple[tuple[int, float], ...] = ()
     jitter: float = 0.0
     seed: int = 0
+    #: start from the normalised step (`normalise.normalise_step`), not the step as traced
+    normalise: bool = True
 
 
 @dataclass(slots=True)
@@ -61,6 +64,7 @@ class Recovered:
     structures: list[RankStructure]
     roles: list[GroupRole]
     dims: ModelDims | None
+    normalised: Normalised = field(default_factory=Normalised)
 
 
 @dataclass(slots=True)
@@ -78,13 +82,20 @@ def _tagged(ets: EtSet) -> bool:
     return all(nd.attr(n, "phase") is not None for r in ets.ranks for n in r.nodes)
 
 
-def recover(ets: EtSet) -> Recovered:
-    """Tag every node with phase/layer/micro-batch (kept when already tagged)."""
+def recover(ets: EtSet, normalise: bool = True) -> Recovered:
+    """Tag every node with phase/layer/micro-batch (kept when already tagged).
+
+    A traced step (not yet tagged) is first normalised (`normalise.normalise_step`: waits
+    anchored on what they waited for, preempted ops trimmed) unless `normalise` is off.
+    """
+    normalised = Normalised()
+    if normalise and not _tagged(ets):
+        ets, normalised = normalise_step(ets)
     structures = [recover_rank(r) for r in ets.ranks]
     tagged = ets if _tagged(ets) else tag(ets, structures)
     tagged = EtSet(tuple(remember_fit(r) for r in tagged.ranks), tagged.source)
     dims = infer_dims(tagged.ranks[0].nodes) if tagged.ranks else None
-    return Recovered(tagged, structures, group_roles(tagged), dims)
+    return Recovered(tagged, structures, group_roles(tagged), dims, normalised)
 
 
 def _activation_roles(ets: EtSet) -> set[tuple[int, ...]]:
@@ -213,6 +224,7 @@ def result_json(res: WhatIfResult, written: list[Path], explain: bool = False) -
             "ranks": [parts[r.rank].to_dict() for r in sim.ranks],
         }
     out["edits"] = list(res.notes)
+    out["normalised"] = res.recovered.normalised.notes()
     out["written"] = [str(p) for p in written]
     if explain:
         out["structure"] = explain_dict(res.recovered)
@@ -222,7 +234,7 @@ def result_json(res: WhatIfResult, written: list[Path], explain: bool = False) -
 def run_whatif(target: str | Path | EtSet, spec: WhatIf) -> WhatIfResult:
     """Recover, edit, and simulate base and edited steps (replay of the ETs' times)."""
     ets = target if isinstance(target, EtSet) else load_etset(target)
-    rec = recover(ets)
+    rec = recover(ets, spec.normalise)
     edited, notes = apply_edits(rec, spec)
     base = simulate_etset(rec.ets)
     predicted = simulate_etset(edited)

@@ -15,7 +15,10 @@ backward's tail after the layers from its first op that waits on a collective: D
 finalisation, which waits for the buckets and copies them back into the gradients), as
 gradients accumulate over the micro-batches and are synchronised once per step; the
 optimizer updates a stage's own layers (the embedding's on the first stage, the head's on
-the last).
+the last). With one data-parallel replica (no data-parallel group left, e.g. after
+`--dp 1`) a pipeline framework's step has no gradient sync at all: the gradient
+collectives, the host work above and the data-parallel wrapper's own forward work
+(`DistributedDataParallel.forward`) are dropped.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from lumos.simulator.whatif import nodes as nd
 from lumos.simulator.whatif.assemble import assemble, source_procs
 from lumos.simulator.whatif.dims import ModelDims, batch_map, infer_dims
 from lumos.simulator.whatif.etset import EtSet, RankEt, process_groups
-from lumos.simulator.whatif.groups import Members, members_of, relabel
+from lumos.simulator.whatif.groups import Members, members_of, relabel, roles_by_members
 from lumos.simulator.whatif.netfit import LinkFit, fit_network
 from lumos.simulator.whatif.reshape import reshape_rank
 from lumos.simulator.whatif.schedule import Pass, chunk_layers, stage_order
@@ -40,15 +43,18 @@ from lumos.simulator.whatif.segments import Key, Segments, segment
 BYTES_PER_ACT = 4
 #: host calls that synchronise gradients across replicas (their span is that work)
 _SYNC = re.compile(r"c10d::|reducer::|record_param_comms|allreduce|all_reduce|reduce_scatter")
+#: a data-parallel wrapper's own forward work (what runs in its module call, not its children)
+_DP_WRAPPER = re.compile(r"^(DistributedDataParallel|FullyShardedDataParallel)\.forward$")
 
 
 def sync_work(r: RankEt) -> set[int]:
     """Positions of the backward's gradient-synchronisation host work on each thread:
-    every `_SYNC` call (all its segments, matched by `rf_id`) and what runs between them,
+    every `_SYNC` call (all its segments, matched by `rf_id` within a layer: copies of a
+    layer repeat its ids) and what runs between them,
     and the backward's tail after the layers from its first op that waits on a collective.
     """
     colls = {n.id for n in r.nodes if n.type == pb.COMM_COLL_NODE}
-    spans: dict[tuple[nd.Proc, int, str], list[int]] = {}
+    spans: dict[tuple[nd.Proc, int, str, int], list[int]] = {}
     threads: dict[nd.Proc, list[int]] = {}
     seen_layer: set[nd.Proc] = set()
     out: set[int] = set()
@@ -70,8 +76,8 @@ def sync_work(r: RankEt) -> set[int]:
             out.add(i)
         rf = nd.int_attr(n, "rf_id")
         if rf >= 0 and _SYNC.search(n.name):
-            spans.setdefault((proc, rf, n.name), []).append(len(pos) - 1)
-    for (proc, _, _), at in spans.items():
+            spans.setdefault((proc, rf, n.name, layer), []).append(len(pos) - 1)
+    for (proc, *_), at in spans.items():
         out.update(threads[proc][at[0] : at[-1] + 1])
     return out
 
@@ -83,16 +89,22 @@ class _Stage:
         self.full, self.micro, self.seg, self.plan, self.stage = full, micro, seg, plan, stage
         self.main = _main_thread(full)
         self.next_id = max((n.id for n in full.nodes), default=0) + 1
-        self.sync = sync_work(full)
+        self.sync = sync_work(full) | plan.gradient_collectives(full)
+        self.wrapper = (
+            {i for i, n in enumerate(full.nodes) if _DP_WRAPPER.search(n.name)}
+            if plan.unreplicated
+            else set()
+        )
 
-    def _piece(self, key: Key, mb: int, keep_comm: bool) -> list[pb.Node]:
+    def _piece(self, key: Key, mb: int, keep_sync: bool) -> list[pb.Node]:
+        """A piece for micro-batch `mb`; the gradient sync only if `keep_sync` and the
+        pipeline has replicas to synchronise with."""
+        keep_sync = keep_sync and not self.plan.unreplicated
         out = []
         for i in self.seg.pieces.get(key, []):
-            if not keep_comm and i in self.sync:
+            if (not keep_sync and i in self.sync) or i in self.wrapper:
                 continue
             c = nd.clone(self.micro.nodes[i])
-            if c.type == pb.COMM_COLL_NODE and not keep_comm:
-                continue
             phase, layer, _ = nd.tags(c)
             nd.set_tags(c, phase, layer, mb)
             out.append(c)
@@ -187,6 +199,31 @@ class _Plan:
         self.pp, self.vp, self.microbatches = pp, vp, microbatches
         self.chunks = chunk_layers(layers, pp, vp)
         self.link, self.act_bytes = link, act
+        self.grad_groups: set[Members] = set()
+        self.groups: dict[str, Members] = {}
+        self.world = 1
+        #: one data-parallel replica: no gradient sync, no data-parallel wrapper
+        self.unreplicated = False
+
+    def know_groups(self, ets: EtSet) -> None:
+        """Which groups carry gradients: the data-parallel ones (none after `--dp 1`)."""
+        self.groups, self.world = process_groups(ets), ets.world_size
+        self.grad_groups = {m for m, role in roles_by_members(ets).items() if role == "dp"}
+        self.unreplicated = not self.grad_groups
+
+    def gradient_collectives(self, r: RankEt) -> set[int]:
+        """Positions of the rank's gradient collectives: on a data-parallel group, or on
+        a group of one (a replica of one) in backward or optimizer."""
+        out = set()
+        for i, n in enumerate(r.nodes):
+            if n.type != pb.COMM_COLL_NODE:
+                continue
+            members = members_of(n, self.groups, self.world)
+            if members in self.grad_groups or (
+                len(members) == 1 and nd.tags(n)[0] in ("bwd", "optim")
+            ):
+                out.add(i)
+        return out
 
     def rank_of(self, stage: int, replica: int) -> int:
         return replica * self.pp + stage
@@ -222,6 +259,7 @@ def set_pp(
     plan = _Plan(
         pp, vp if schedule == "interleaved" else 1, m, layers, fit_network(ets).overall, act
     )
+    plan.know_groups(ets)
     groups, world = process_groups(ets), ets.world_size
     bmap = batch_map(dims, dims.batch // m)
     new_ranks: list[RankEt] = []

@@ -109,16 +109,20 @@ def training_step(
     batch: int = 3,
     gpu: bool = False,
     ddp: bool = False,
+    wrapper: bool = False,
 ) -> EtSet:
     """A data-parallel step of `layers` identical blocks on `ranks` ranks (`ddp`: the
     host side of DDP's gradient sync too: each all-reduce issued by a `c10d::allreduce_`
     call cut in two segments around a bucket copy, and after the layers a finalisation op
-    that waits on the last all-reduce)."""
+    that waits on the last all-reduce; `wrapper`: DDP's own forward time before the
+    embedding, a `DistributedDataParallel.forward` segment)."""
     out = []
     act = [batch, seq, hidden]
     for rank in range(ranks):
         r = _Rank(rank, gpu)
         r.add("aten::randint", 30_000)
+        if wrapper:
+            r.add("DistributedDataParallel.forward", 40_000)
         r.add(
             "aten::embedding",
             20_000,

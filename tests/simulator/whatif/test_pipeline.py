@@ -13,7 +13,9 @@ from lumos.errors import ConfigError
 from lumos.proto import pb
 from lumos.simulator.whatif import nodes as nd
 from lumos.simulator.whatif.api import recover
+from lumos.simulator.whatif.dp import set_dp
 from lumos.simulator.whatif.etset import simulate_etset, write_etset
+from lumos.simulator.whatif.layers import set_layers
 from lumos.simulator.whatif.pp import set_pp
 from lumos.simulator.whatif.schedule import chunk_layers, stage_order
 from tests.simulator.whatif.builders import training_step
@@ -91,20 +93,54 @@ def test_edited_ets_export_to_astra_sim_and_pass_preflight(tmp_path: Path) -> No
 
 def test_pp_gradient_sync_host_work_runs_once_per_step() -> None:
     # DDP issues each bucket's all-reduce from a `c10d::allreduce_` call and finalises the
-    # backward after the last one; a pipeline accumulates gradients over its micro-batches
-    # and synchronises them once, with the last micro-batch's backward
-    base = recover(training_step(layers=4, ranks=1, batch=4, ddp=True)).ets
+    # backward after the last one; a pipeline of replicated stages accumulates gradients
+    # over its micro-batches and synchronises them once, with the last micro-batch's backward
+    base = recover(training_step(layers=4, ranks=2, batch=4, ddp=True)).ets
     traced = Counter(n.name for n in base.rank(0).nodes)
     assert traced["c10d::allreduce_"] == 2 * 4
     edited = set_pp(base, 2, "1f1b", 1, 4)
+    assert edited.world_size == 4
     for r in edited.ranks:
+        stage = r.rank % 2
         names = Counter(n.name for n in r.nodes)
         assert names["c10d::allreduce_"] == 2 * 2  # its two layers, two segments each
         assert names["aten::_to_copy"] == 2  # the bucket copy inside each call
-        assert names["aten::addmm"] == 4 * (2 + 2 + r.rank)  # per micro-batch: fwd, bwd, head
+        assert names["gloo:all_reduce"] == 2
+        assert names["aten::addmm"] == 4 * (2 + 2 + stage)  # per micro-batch: fwd, bwd, head
         # DDP's finalisation (after the layers' backward) once, on the first stage
-        assert names["torch.distributed.ddp.reducer::copy_bucket_to_grad"] == (r.rank == 0)
+        assert names["torch.distributed.ddp.reducer::copy_bucket_to_grad"] == (stage == 0)
     assert simulate_etset(edited).iteration_time_ns > 0
+
+
+def test_pp_of_one_replica_has_no_gradient_sync_nor_ddp_wrapper() -> None:
+    # `--dp 1 --pp 2` asks for the pipeline framework's step: with one replica there is no
+    # data-parallel wrapper, so neither DDP's forward work, nor its bucket all-reduces,
+    # nor the host work that issues them and waits for them
+    base = recover(training_step(layers=4, ranks=2, batch=4, ddp=True, wrapper=True)).ets
+    traced = Counter(n.name for n in base.rank(0).nodes)
+    assert traced["DistributedDataParallel.forward"] == 1
+    edited = set_pp(set_dp(base, 1), 2, "gpipe", 1, 2)
+    assert edited.world_size == 2
+    for r in edited.ranks:
+        names = Counter(n.name for n in r.nodes)
+        for gone in (
+            "DistributedDataParallel.forward",
+            "c10d::allreduce_",
+            "gloo:all_reduce",
+            "torch.distributed.ddp.reducer::copy_bucket_to_grad",
+        ):
+            assert names[gone] == 0, gone
+        assert names["aten::addmm"] == 2 * (2 + 2 + r.rank)
+    assert simulate_etset(edited).iteration_time_ns > 0
+
+
+def test_pp_after_layers_keeps_every_layers_backward_on_its_stage() -> None:
+    # copies of a layer repeat its host calls' rf_ids: the sync work of one layer's
+    # `c10d::allreduce_` must not be matched with a copy's and swallow the layers between
+    base = recover(training_step(layers=3, ranks=1, batch=4, ddp=True)).ets
+    edited = set_pp(set_layers(base, 5), 2, "1f1b", 1, 4)
+    total = Counter(n.name for r in edited.ranks for n in r.nodes)
+    assert total["aten::gelu_backward"] == 5 * 4  # every layer's backward, every micro-batch
 
 
 def test_explain_says_what_cannot_be_edited_context_sequence_parallel_restaging() -> None:

@@ -1,0 +1,113 @@
+"""Preempted ops: recorded time that was the operating system's, not the op's.
+
+When a host has more runnable threads than cores (ranks sharing a machine's cores with
+their communication threads, as in CPU/gloo captures), the scheduler now and then takes
+the core from a thread for a whole time slice (milliseconds); the op that was running
+records the slice as its own time. On the what-if grid's 2-core captures a 2-rank DDP
+step carries one to three such slices of 1.5-5 ms, in ops that otherwise take tens of
+microseconds (docs/whatif.md); an edit that copies a layer copies the slice with it, a
+pipeline cut re-runs it in every micro-batch.
+
+An op instance is taken as preempted when it ran longer than the typical instance of the
+same op (same name, input shapes and segment of the call, over every rank of the step:
+the lower median) by
+more than `SLICE_MIN_NS` and by more than `SLICE_RATIO` times; its duration becomes the
+typical one. Ops that wait by design (collectives, send/recv, synchronisation; on a trace
+with GPU work also device copies and the host calls that read a device value) and ops
+that depend on another processor (a wait the trace linked) are left as traced, as are
+ops seen once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+
+from lumos.proto import pb
+from lumos.simulator.whatif import nodes as nd
+from lumos.simulator.whatif.etset import EtSet, RankEt
+
+#: smallest excess counted as a lost time slice (ns): Linux gives a preempted thread back
+#: its core after the other runnable threads' slices, 3-4 ms at HZ=250 (observed: stalls
+#: of 1.5-5 ms on the grid's captures); 1 ms is well above an op's own run-to-run spread
+SLICE_MIN_NS = 1_000_000
+#: ... and the instance must also take this many times the typical instance
+SLICE_RATIO = 3.0
+_WAITS = re.compile(r"wait|synchron|barrier|recv|send|broadcast|nccl:|gloo:|^ProfilerStep", re.I)
+#: ... and on a trace with GPU work, the host calls that wait for the device
+_DEVICE_WAITS = re.compile(
+    r"memcpy|memset|^cuda|^hip|item$|_local_scalar_dense|copy|^aten::to$", re.I
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionStats:
+    """Op instances trimmed back to their typical time, and the time taken out (ns)."""
+
+    ops: int = 0
+    removed_ns: int = 0
+
+
+def _candidate(n: pb.Node, procs: dict[int, nd.Proc], gpu: bool) -> bool:
+    if n.type != pb.COMP_NODE or not nd.is_cpu(n) or _WAITS.search(n.name):
+        return False
+    if gpu and _DEVICE_WAITS.search(n.name):
+        return False
+    proc = nd.processor(n)
+    return proc[0] == "tid" and all(procs.get(d, proc) == proc for d in n.data_deps)
+
+
+Signature = tuple[str, str, int, int]
+
+
+def _signatures(r: RankEt) -> list[Signature]:
+    """Per node: the op's name and input shapes, and which of its op's segments it is.
+
+    A host op split around its children keeps its `rf_id` on every segment, and its
+    inputs on one of them: the shapes of the call are looked up there.
+    """
+    calls: dict[tuple[nd.Proc, int, str], list[int]] = defaultdict(list)
+    for i, n in enumerate(r.nodes):
+        rf = nd.int_attr(n, "rf_id")
+        if rf >= 0:
+            calls[(nd.processor(n), rf, n.name)].append(i)
+    out: list[Signature] = [(n.name, n.inputs.shapes, 0, 1) for n in r.nodes]
+    for at in calls.values():
+        shapes = next((r.nodes[i].inputs.shapes for i in at if r.nodes[i].inputs.shapes), "")
+        for k, i in enumerate(at):
+            out[i] = (r.nodes[i].name, shapes, k, len(at))
+    return out
+
+
+def _lower_median(values: list[int]) -> int:
+    values = sorted(values)
+    return values[(len(values) - 1) // 2]
+
+
+def trim_preemptions(ets: EtSet) -> tuple[EtSet, PreemptionStats]:
+    """Every rank with its preempted op instances trimmed (see module doc)."""
+    procs = [{n.id: nd.processor(n) for n in r.nodes} for r in ets.ranks]
+    gpu = any(nd.on_gpu(n) for r in ets.ranks for n in r.nodes)
+    sigs = [_signatures(r) for r in ets.ranks]
+    seen: dict[Signature, list[int]] = defaultdict(list)
+    for r, p, sig in zip(ets.ranks, procs, sigs, strict=True):
+        for n, key in zip(r.nodes, sig, strict=True):
+            if _candidate(n, p, gpu):
+                seen[key].append(nd.duration(n))
+    typical = {k: _lower_median(v) for k, v in seen.items() if len(v) >= 2}
+    ops = removed = 0
+    ranks = []
+    for r, p, sig in zip(ets.ranks, procs, sigs, strict=True):
+        out = []
+        for n, key in zip(r.nodes, sig, strict=True):
+            usual = typical.get(key) if _candidate(n, p, gpu) else None
+            dur = nd.duration(n)
+            if usual is not None and dur > usual + SLICE_MIN_NS and dur > SLICE_RATIO * usual:
+                n = nd.clone(n)
+                nd.set_duration(n, usual)
+                ops += 1
+                removed += dur - usual
+            out.append(n)
+        ranks.append(RankEt(r.rank, r.metadata, tuple(out)))
+    return EtSet(tuple(ranks), ets.source), PreemptionStats(ops, removed)
