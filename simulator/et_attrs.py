@@ -51,30 +51,48 @@ _SYNC_WORDS = {"device": 1, "stream": 2, "event": 3, "stream_wait_event": 4}
 _K2 = np.uint64(0xC2B2AE3D27D4EB4F)
 
 
+_M64 = (1 << 64) - 1
+#: slots of the table of wanted names, addressed by a multiplicative hash of their key
+_SLOT_BITS = 8
+
+
 def _name_key(n: np.ndarray, w0: np.ndarray) -> np.ndarray:
     return w0 ^ (n.astype(np.uint64) * _K2)
 
 
-def _table() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _table() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.uint64, np.ndarray]:
+    """The wanted names by slot (length, first and second 8 bytes, code; length -1 for an
+    empty slot), the hash multiplier that gives each its own slot, and the (length, first
+    byte) pairs that can be wanted."""
     names = [(a, k + 1) for k, a in enumerate(FAST_ATTRS)] + [(a, _SLOW_CODE) for a in SLOW_ATTRS]
     rows = []
     for name, code in names:
         raw = name.encode().ljust(16, b"\0")
-        w0, w1 = np.frombuffer(raw, "<u8")
-        rows.append((len(name), w0, w1, code))
-    n = np.array([r[0] for r in rows], np.int64)
-    w0 = np.array([r[1] for r in rows], np.uint64)
-    w1 = np.array([r[2] for r in rows], np.uint64)
-    key = _name_key(n, w0)
-    assert len(set(key.tolist())) == len(key), "wanted names must differ in their first 8 bytes"
-    order = np.argsort(key)
-    codes = np.array([r[3] for r in rows], np.int8)
+        rows.append((len(name), *(int.from_bytes(raw[k : k + 8], "little") for k in (0, 8)), code))
+    keys = [w0 ^ ((n * int(_K2)) & _M64) for n, w0, _, _ in rows]
+    assert len(set(keys)) == len(keys), "wanted names must differ in their first 8 bytes"
+    mul = next(
+        m
+        for m in range(0x9E3779B97F4A7C15, 1 << 64, 2)
+        if len({((k * m) & _M64) >> (64 - _SLOT_BITS) for k in keys}) == len(keys)
+    )
+    size = 1 << _SLOT_BITS
+    n_of, w0_of, w1_of = (
+        np.full(size, -1, np.int64),
+        np.zeros(size, np.uint64),
+        np.zeros(size, np.uint64),
+    )
+    code_of = np.zeros(size, np.int8)
     maybe = np.zeros(18 * 256, bool)  # by (length, first byte)
-    maybe[n * 256 + (w0 & np.uint64(0xFF)).astype(np.int64)] = True
-    return key[order], n[order], w0[order], w1[order], codes[order], maybe
+    for key, (n, w0, w1, code) in zip(keys, rows, strict=True):
+        slot = ((key * mul) & _M64) >> (64 - _SLOT_BITS)
+        n_of[slot], w0_of[slot], w1_of[slot], code_of[slot] = n, w0, w1, code
+        maybe[n * 256 + (w0 & 0xFF)] = True
+    return n_of, w0_of, w1_of, code_of, np.uint64(mul), maybe
 
 
-_KEYS, _KEY_N, _KEY_W0, _KEY_W1, _KEY_CODE, _MAYBE = _table()
+_SLOT_N, _SLOT_W0, _SLOT_W1, _SLOT_CODE, _MUL, _MAYBE = _table()
+_SHIFT = np.uint64(64 - _SLOT_BITS)
 
 
 def decode_attrs(
@@ -100,14 +118,13 @@ def decode_attrs(
     ns = a_at[cand] + 2
     ln = nl[cand]
     w0 = view[ns] & _MASKS[np.minimum(ln, 8)]
-    key = _name_key(ln, w0)
-    pos = np.minimum(np.searchsorted(_KEYS, key), len(_KEYS) - 1)
-    hit = (_KEYS[pos] == key) & (_KEY_N[pos] == ln) & (_KEY_W0[pos] == w0)
+    slot = ((_name_key(ln, w0) * _MUL) >> _SHIFT).astype(np.intp)
+    hit = (_SLOT_N[slot] == ln) & (_SLOT_W0[slot] == w0)
     long = np.flatnonzero(hit & (ln > 8))
     w1 = view[ns[long] + 8] & _MASKS[ln[long] - 8]
-    hit[long] = w1 == _KEY_W1[pos[long]]
-    cand, pos, ns, ln = cand[hit], pos[hit], ns[hit], ln[hit]
-    code = _KEY_CODE[pos]
+    hit[long] = w1 == _SLOT_W1[slot[long]]
+    cand, slot, ns, ln = cand[hit], slot[hit], ns[hit], ln[hit]
+    code = _SLOT_CODE[slot]
     msg = a_msg[cand]
     comm = _IS_COMM[np.minimum(typ[msg], 127).astype(np.int64)]
     slow[msg[(code == _SLOW_CODE) | comm]] = True
@@ -131,8 +148,10 @@ def decode_attrs(
     slow[msg[~ok]] = True
     kinds = np.flatnonzero(is_kind & ok)
     kind_word = _sync_words(buf, view, (vt + tag_len + v_len)[kinds], value[kinds])
-    repeated = np.bincount(msg * 16 + code, minlength=16 * n).reshape(n, 16) > 1
-    slow |= repeated.any(axis=1)
+    counts = np.bincount(msg * 16 + code, minlength=16 * n)
+    counts[_SLOW_CODE::16] = 0  # those nodes are slow already
+    if len(counts) and counts.max() > 1:  # an attribute given twice: protobuf decides
+        slow |= (counts.reshape(n, 16) > 1).any(axis=1)
     v = value.view(np.int64).copy()
     odd = np.flatnonzero(number != _INT64)  # int32, uint32 and bool values, rarer
     if len(odd):

@@ -116,43 +116,69 @@ def read_columns(
     """
     cols = Columns()
     decoded = 0
-    data = b""
+    # one buffer for the whole stream: the bytes not yet decoded, the next chunk read in
+    # after them, then PAD zero bytes (`_decode_chunk` reads past a frame's end)
+    data = bytearray(CHUNK_BYTES + PAD)
+    held = 0  # bytes of data in use
     base = 0  # stream offset of data[0]
     head: bytes | None = None if start == 0 else b""
     limit = stop if stop is not None else 1 << 62
     eof = False
     while not eof:
-        chunk = stream.read(CHUNK_BYTES)
-        eof = not chunk
-        data = data + chunk if data else chunk
-        offsets = frame_offsets(data, base, eof, path)
+        if len(data) < held + CHUNK_BYTES + PAD:  # a frame longer than a chunk
+            data = _grown(data, held, held + CHUNK_BYTES + PAD)
+        got = _read_into(stream, data, held, CHUNK_BYTES)
+        eof = not got
+        held += got
+        data[held : held + PAD] = bytes(PAD)
+        offsets = frame_offsets(data, base, eof, path, held)
         if head is None and len(offsets) > 1:
-            size, body = decode_varint(data, 0, len(data))
-            head = data[body : body + size]
+            size, body = decode_varint(data, 0, held)
+            head = bytes(data[body : body + size])
             offsets = offsets[1:]
         lo = bisect_left(offsets, start, 0, len(offsets) - 1)
         hi = bisect_left(offsets, limit, lo, len(offsets) - 1)
         if hi > lo:
-            _decode_chunk(data, base, offsets[lo:hi], offsets[hi] - base, cols)
+            _decode_chunk(data, held, base, offsets[lo:hi], offsets[hi] - base, cols)
             decoded += 1
             if decoded % TRIM_EVERY == 0:
                 trim()
         if offsets[-1] >= limit or hi < len(offsets) - 1:
             break
         used = offsets[-1] - base
-        data = data[used:]
+        data[: held - used] = data[used:held]
+        held -= used
         base += used
     if head is None:
         raise TraceFormatError(path, "empty file: no GlobalMetadata message")
     return head, cols
 
 
-def frame_offsets(data: bytes, base: int, eof: bool, path: str) -> list[int]:
-    """Stream offsets of the whole frames in `data`, then of the end of the last one
-    (the rest waits for the next chunk unless at `eof`)."""
+def _grown(data: bytearray, held: int, size: int) -> bytearray:
+    out = bytearray(max(size, 2 * len(data)))
+    out[:held] = data[:held]
+    return out
+
+
+def _read_into(stream: IO[bytes], data: bytearray, at: int, size: int) -> int:
+    """Read up to `size` bytes of `stream` into `data[at:]`; 0 at the end of the stream."""
+    readinto = getattr(stream, "readinto", None)
+    if readinto is not None:
+        with memoryview(data) as view:
+            return int(readinto(view[at : at + size]) or 0)
+    chunk = stream.read(size)
+    data[at : at + len(chunk)] = chunk
+    return len(chunk)
+
+
+def frame_offsets(
+    data: bytes | bytearray, base: int, eof: bool, path: str, held: int | None = None
+) -> list[int]:
+    """Stream offsets of the whole frames in `data[:held]` (all of it by default), then
+    of the end of the last one (the rest waits for the next chunk unless at `eof`)."""
     offsets: list[int] = []
     add = offsets.append
-    n = len(data)
+    n = len(data) if held is None else held
     p = 0
     while p < n:
         b = data[p]
@@ -183,10 +209,12 @@ def frame_offsets(data: bytes, base: int, eof: bool, path: str) -> list[int]:
     return offsets
 
 
-def _decode_chunk(data: bytes, base: int, offsets: list[int], used: int, cols: Columns) -> None:
+def _decode_chunk(
+    data: bytearray, held: int, base: int, offsets: list[int], used: int, cols: Columns
+) -> None:
     """Decode the frames at stream `offsets` (the last one ending at `data[used]`) into
-    `cols`."""
-    buf = np.frombuffer(data + bytes(PAD), np.uint8)
+    `cols`; `data[held:held + PAD]` are zero bytes."""
+    buf = np.frombuffer(data, np.uint8, held + PAD)
     frame = np.asarray(offsets, np.int64) - base
     _, head = varints(buf, frame)
     starts = frame + head
@@ -249,5 +277,5 @@ def _decode_chunk(data: bytes, base: int, offsets: list[int], used: int, cols: C
     keep = fast[node]
     cols.sync.append((node[keep] + offset, kind[keep], stream[keep], event[keep]))
     for m in np.flatnonzero(slow).tolist():
-        cols.slow.append((offset + m, offsets[m], data[int(starts[m]) : int(ends[m])]))
+        cols.slow.append((offset + m, offsets[m], bytes(data[int(starts[m]) : int(ends[m])])))
     cols.count += n

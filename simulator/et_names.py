@@ -93,32 +93,37 @@ class NameTable:
         return number
 
     def add(
-        self, data: bytes, buf: np.ndarray, at: np.ndarray, size: np.ndarray
+        self, data: bytes | bytearray, buf: np.ndarray, at: np.ndarray, size: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         """(number of each span's name, spans whose bytes differ from that name's)."""
         if not len(at):
             return np.zeros(0, np.int32), np.zeros(0, bool)
         w, owner, k = _span_words(words(buf), at, size)
         h = name_hashes(w, k, size)
-        uniq, first, inverse = np.unique(h, return_index=True, return_inverse=True)
-        pos = np.minimum(np.searchsorted(self._keys, uniq), max(len(self._keys) - 1, 0))
-        known = (self._keys[pos] == uniq) if len(self._keys) else np.zeros(len(uniq), bool)
-        number = np.empty(len(uniq), np.int64)
-        number[known] = self._index[pos[known]]
-        new = np.flatnonzero(~known)
-        new = new[np.argsort(first[new])]
-        number[new] = np.arange(len(self.raw), len(self.raw) + len(new))
-        for s, length in zip(at[first[new]].tolist(), size[first[new]].tolist(), strict=True):
-            self._store_at.append(len(self._store))
-            raw = data[s : s + length]
-            self.raw.append(raw)
-            self._store += raw
-        if len(new):
-            keys = np.concatenate((self._keys, uniq[new]))
-            index = np.concatenate((self._index, number[new]))
+        idx = np.full(len(h), -1, np.int64)
+        if len(self._keys):  # after the first chunk nearly every name is known
+            pos = np.minimum(np.searchsorted(self._keys, h), len(self._keys) - 1)
+            known = self._keys[pos] == h
+            idx[known] = self._index[pos[known]]
+        else:
+            known = np.zeros(len(h), bool)
+        todo = np.flatnonzero(~known)
+        if len(todo):
+            uniq, first, inverse = np.unique(h[todo], return_index=True, return_inverse=True)
+            order = np.argsort(first)
+            number = np.empty(len(uniq), np.int64)
+            number[order] = np.arange(len(self.raw), len(self.raw) + len(uniq))
+            for s in todo[first[order]].tolist():
+                start, length = int(at[s]), int(size[s])
+                self._store_at.append(len(self._store))
+                raw = bytes(data[start : start + length])
+                self.raw.append(raw)
+                self._store += raw
+            keys = np.concatenate((self._keys, uniq))
+            index = np.concatenate((self._index, number))
             order = np.argsort(keys)
             self._keys, self._index = keys[order], index[order]
-        idx = number[inverse.reshape(-1)]
+            idx[todo] = number[inverse.reshape(-1)]
         return idx.astype(np.int32), self._differs(w, owner, k, size, idx)
 
     def _differs(

@@ -32,10 +32,15 @@ def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             break
         b = buf[pos[more] + (shift // 7)]
         value[more] |= (b & 0x7F).astype(np.uint64) << np.uint64(shift)
-        length[more] += 1
-        more = more[b >= 0x80]
+        last = b < 0x80
+        length[more[last]] = shift // 7 + 1
+        more = more[~last]
         shift += 7
     return value, length
+
+
+#: tags `walk` reads: fields 1-15 of wire type varint (0) or length-delimited (2)
+_TAG_OK = np.array([t < 0x80 and t & 7 in (0, 2) for t in range(256)], bool)
 
 
 @dataclass(slots=True)
@@ -62,28 +67,26 @@ def walk(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Fields:
     message with any other field is `bad` (the caller falls back to protobuf for it).
     """
     n = len(starts)
-    cur = starts.astype(np.int64)
-    ends = ends.astype(np.int64)
     bad = np.zeros(n, bool)
-    act = np.flatnonzero(cur < ends)
+    act = np.flatnonzero(starts < ends)  # the messages with a field left, their position
+    cur = starts[act].astype(np.int64)  # and end
+    end = ends[act].astype(np.int64)
     parts: list[tuple[np.ndarray, ...]] = []
     while len(act):
-        at = cur[act]
-        tag = buf[at]
-        at += 1
+        tag = buf[cur]
+        at = cur + 1
         value, value_len = varints(buf, at)
-        wire = tag & 7
-        is_len = wire == 2
-        nxt = at + value_len + np.where(is_len, value, np.uint64(0)).view(np.int64)
-        at[is_len] += value_len[is_len]  # a payload starts after its length
-        end = ends[act]
-        ok = (tag < 0x80) & (wire <= 2) & (wire != 1) & (value_len > 0) & (nxt >= at) & (nxt <= end)
+        is_len = (tag & 7) == 2
+        nxt = at + value_len
+        np.add(at, value_len, out=at, where=is_len)  # a payload starts after its length
+        np.add(nxt, value.view(np.int64), out=nxt, where=is_len)
+        ok = _TAG_OK[tag] & (value_len > 0) & (nxt >= at) & (nxt <= end)
         if not ok.all():
             bad[act[~ok]] = True
             act, tag, value, at, nxt, end = (a[ok] for a in (act, tag, value, at, nxt, end))
         parts.append((act, tag, value, at))
-        cur[act] = nxt
-        act = act[nxt < end]
+        more = nxt < end
+        act, cur, end = act[more], nxt[more], end[more]
     if not parts:
         empty = np.zeros(0, np.int64)
         return Fields(empty, np.zeros(0, np.uint8), np.zeros(0, np.uint64), empty, bad)

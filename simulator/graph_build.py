@@ -251,7 +251,10 @@ def dep_csr(
     if n > 1 and not bool((np.diff(ids) > 0).all()):
         dup = int(ids[np.nonzero(np.diff(ids) == 0)[0][0]])
         raise TraceFormatError(source, f"rank {rank}: node id {dup} appears twice")
-    pos = np.minimum(np.searchsorted(ids, flat), max(n - 1, 0))
+    if n and int(ids[-1]) - int(ids[0]) == n - 1:  # ids without holes (lumos writes them so)
+        pos = np.clip(flat - ids[0], 0, n - 1)
+    else:
+        pos = np.minimum(np.searchsorted(ids, flat), max(n - 1, 0))
     found = ids[pos] == flat if n else np.zeros(len(flat), bool)
     dropped = 0
     if not found.all():

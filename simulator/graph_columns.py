@@ -64,6 +64,7 @@ def graph_from_columns(
     flat = _cat(cols.dep_id, np.int64)
     slow = _parse_slow(cols, source)
     names = {raw: i for i, raw in enumerate(cols.names.raw)}
+    renamed = False  # whether a protobuf-read node's name moved the first appearances
     if slow:
         at = np.fromiter(slow, np.int64, len(slow))
         nodes = list(slow.values())
@@ -72,7 +73,9 @@ def graph_from_columns(
         us = [node.duration_micros * 1000 for node in nodes]
         dur_us[at] = us
         dur_ns[at] = [d or -1 for d in us]
+        before = name_idx[at]
         name_idx[at] = [names.setdefault(node.name.encode(), len(names)) for node in nodes]
+        renamed = len(names) > len(cols.names.raw) or bool((name_idx[at] != before).any())
         deps = [node.deps for node in nodes]
         counts = np.fromiter(map(len, deps), np.int64, len(deps))
         more = np.fromiter((d for ds in deps for d in ds), np.int64, int(counts.sum()))
@@ -90,7 +93,7 @@ def graph_from_columns(
         order = np.argsort(owner, kind="stable")
         owner, flat = owner[order], flat[order]
     table = _name_table(names, source)
-    if slow or perm is not None:
+    if renamed or perm is not None:  # else numbered by first appearance already
         name_idx, table = _renumber(name_idx, table)
 
     def where(i: int) -> str:

@@ -25,7 +25,7 @@ def encode_varint(value: int) -> bytes:
     return bytes(out)
 
 
-def decode_varint(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
+def decode_varint(buf: bytes | bytearray | memoryview, pos: int, end: int) -> tuple[int, int]:
     """Decode one varint of `buf[pos:end]`; return (value, position after it).
 
     Raises VarintError if the bytes end mid-varint or it runs past 10 bytes.
