@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -94,6 +93,8 @@ class AtomicFile:
         except OSError:
             mode = 0o666 & ~umask()
         sweep(self.target.parent)  # what killed runs left here
+        import secrets  # hmac, hashlib and random: only when an output is written
+
         self.tmp = self.target.with_name(temp_name(self.target.name, secrets.token_hex(4)))
         try:
             fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

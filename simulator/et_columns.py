@@ -13,6 +13,7 @@ is the columns plus a few chunks (`heap.trim` every `TRIM_EVERY`).
 
 from __future__ import annotations
 
+import os
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import IO
@@ -118,16 +119,19 @@ def read_columns(
     decoded = 0
     # one buffer for the whole stream: the bytes not yet decoded, the next chunk read in
     # after them, then PAD zero bytes (`_decode_chunk` reads past a frame's end)
-    data = bytearray(CHUNK_BYTES + PAD)
+    data = bytearray(min(CHUNK_BYTES, _size_hint(stream)) + 1 + PAD)
     held = 0  # bytes of data in use
     base = 0  # stream offset of data[0]
     head: bytes | None = None if start == 0 else b""
     limit = stop if stop is not None else 1 << 62
     eof = False
     while not eof:
-        if len(data) < held + CHUNK_BYTES + PAD:  # a frame longer than a chunk
+        room = len(data) - PAD - held
+        # a full buffer (a frame longer than what it holds), or a frame over half a chunk
+        if room < CHUNK_BYTES // 2 and (room == 0 or len(data) > CHUNK_BYTES // 2):
             data = _grown(data, held, held + CHUNK_BYTES + PAD)
-        got = _read_into(stream, data, held, CHUNK_BYTES)
+            room = len(data) - PAD - held
+        got = _read_into(stream, data, held, room)
         eof = not got
         held += got
         data[held : held + PAD] = bytes(PAD)
@@ -152,6 +156,15 @@ def read_columns(
     if head is None:
         raise TraceFormatError(path, "empty file: no GlobalMetadata message")
     return head, cols
+
+
+def _size_hint(stream: IO[bytes]) -> int:
+    """Bytes left in a plain file (its buffer then fits a small rank); else a chunk's."""
+    try:
+        left = os.fstat(stream.fileno()).st_size - stream.tell()
+    except (OSError, AttributeError, ValueError):  # io.UnsupportedOperation is both
+        return CHUNK_BYTES
+    return left if left > 0 else CHUNK_BYTES
 
 
 def _grown(data: bytearray, held: int, size: int) -> bytearray:

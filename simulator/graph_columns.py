@@ -21,7 +21,7 @@ from lumos.proto import pb
 from lumos.simulator.et_columns import Columns, read_columns
 from lumos.simulator.graph import RankGraph
 from lumos.simulator.graph_build import dep_csr, fill_attrs, fill_metadata, wanted_attrs
-from lumos.simulator.heap import trim
+from lumos.simulator.heap import TRIM_MIN_NODES, trim
 
 
 def read_graph(rank: int, stream: IO[bytes], path: str, repair: bool = False) -> RankGraph:
@@ -102,7 +102,8 @@ def graph_from_columns(
     # dependencies first, while the other columns are not yet allocated
     dep_ptr, dep_idx, dropped = dep_csr(ids, rank, owner, flat, where, source, repair)
     del owner, flat
-    trim()
+    if n >= TRIM_MIN_NODES:
+        trim()
     columns: dict[str, np.ndarray] = {}
     for name in ("is_cpu_op", "stream", "tid", "gap_ns", "start_ns"):
         column = _cat(getattr(cols, name), bool if name == "is_cpu_op" else np.int64)
@@ -125,7 +126,8 @@ def graph_from_columns(
     _fill_syncs(g, cols, perm)
     if slow:
         _fill_slow(g, slow, perm)
-    trim()
+    if n >= TRIM_MIN_NODES:
+        trim()
     fill_metadata(g, metadata)
     g.source = source
     return g

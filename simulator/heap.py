@@ -11,19 +11,24 @@ and so did a low fixed mmap threshold). Elsewhere (no glibc) it does nothing.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 from functools import cache
 from typing import Any
+
+#: a graph of fewer nodes frees only a few MB of temporaries: not worth a trim
+TRIM_MIN_NODES = 100_000
 
 
 @cache
 def _libc() -> Any:
     # glibc's soname first: `find_library` runs ldconfig in a subprocess, a fork of this
     # process (then gigabytes resident, and counted again as the child's peak)
+    import ctypes  # on first use: small jobs never trim
+
     try:
         libc = ctypes.CDLL("libc.so.6")
     except OSError:
+        import ctypes.util  # imports subprocess: only where the soname differs
+
         try:
             libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         except OSError:

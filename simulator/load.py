@@ -88,8 +88,8 @@ def resolve_groups(
     explicit = {_label_key(k): tuple(int(r) for r in v) for k, v in (comm_groups or {}).items()}
     users: dict[str, set[int]] = {}
     for g in graphs:
-        used = np.unique(g.pg_label[(g.type == COLL) & (g.pg_label >= 0)])
-        for label_idx in used.tolist():
+        used = set(g.pg_label[(g.type == COLL) & (g.pg_label >= 0)].tolist())
+        for label_idx in sorted(used):
             users.setdefault(g.pg_labels[label_idx], set()).add(g.rank)
     for g in graphs:
         interned: dict[tuple[int, ...], int] = {}

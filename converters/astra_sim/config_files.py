@@ -15,8 +15,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from lumos.converters.astra_sim.config import (
     _MEMORY_KEYS,
     _NETWORK_KEYS,
@@ -232,6 +230,8 @@ def load_astra_system(path: str | Path) -> AstraSystemConfig:
 
 def load_astra_network(path: str | Path) -> AstraNetworkConfig:
     """Read an ASTRA-sim analytical network YAML. Raises ConfigError naming the file."""
+    import yaml  # here: `simulate` imports this module for its JSON readers too
+
     try:
         data = yaml.safe_load(Path(path).read_text())
     except OSError as exc:
