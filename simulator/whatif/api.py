@@ -27,6 +27,7 @@ from lumos.simulator.whatif.layers import set_layers
 from lumos.simulator.whatif.normalise import Normalised, normalise_step
 from lumos.simulator.whatif.reshape import remember_fit, reshape
 from lumos.simulator.whatif.structure import RankStructure, recover_rank, tag
+from lumos.simulator.whatif.tails import keep_tails
 
 #: the system whose GPU prices kernel re-timing when the trace's is not named (--base-hw)
 DEFAULT_GPU_SYSTEM = "h100"
@@ -158,7 +159,7 @@ def apply_edits(rec: Recovered, spec: WhatIf) -> tuple[EtSet, list[str]]:
     if spec.jitter:
         ets = jitter(ets, spec.jitter, spec.seed)
         notes.append(f"kernel jitter sigma {spec.jitter} (seed {spec.seed})")
-    return ets, notes
+    return keep_tails(rec.ets, ets), notes
 
 
 def _cost_model(ets: EtSet, spec: WhatIf) -> CostModel | None:

@@ -5,9 +5,10 @@ rank = replica·m + local, as Megatron and torchrun lay them out). The new job h
 replicas: new rank `k·m + local` is a copy of traced rank `(k mod dp)·m + local`. Every
 group is moved to the new replica (`+ (k - k_src)·m`), except the data-parallel groups,
 which become `[local, m + local, ...]` over all `n` replicas. Each data-parallel
-collective's time is its measured time times the fitted network model's ratio between
-the two group sizes (`netfit`); DDP all-reduces keep their size, FSDP all-gather shards
-shrink as `dp/n`.
+collective keeps its measured time less its transfer on the old group plus its transfer
+on the new one (`netfit.LinkFit.retime`: the fitted network prices the transfers; one
+replica has none); DDP all-reduces keep their size, FSDP all-gather shards shrink as
+`dp/n`.
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ def _retime(c: pb.Node, link: object, n_old: int, n_new: int) -> None:
     comm_type = nd.int_attr(c, "comm_type", 0)
     size = nd.int_attr(c, "comm_size", 0)
     new_size = round(size * n_old / n_new) if comm_type == ALL_GATHER else size
-    ratio = link.scale(comm_type, size, n_old, n_new, new_size)  # type: ignore[attr-defined]
+    new = link.retime(nd.comm_duration(c), comm_type, size, n_old, n_new, new_size)  # type: ignore[attr-defined]
     nd.put(c, "comm_size", new_size, "int64_val")
-    nd.set_duration(c, round(nd.comm_duration(c) * ratio))
+    nd.set_duration(c, round(new))
     if nd.int_attr(c, cv.COMM_SEQ) >= 0:
         pass

@@ -1,11 +1,16 @@
 """The network as the trace measured it: latency and bus bandwidth fitted per group.
 
-For each process group, the collectives observed on it (size, time without the wait for
-late peers) fit the ring cost `time = steps(n)·α + bytes·share(n)/busbw` by least squares
-(α, 1/busbw ≥ 0; one size seen: α = 0). A resized or new group reuses the fit of the group
-it replaces, so a collective's new time is its measured time times the model's ratio
-between the new and old group sizes (`scale`), and a collective nothing was measured
-for is priced from the fit (`FittedPricer`, a `CollectivePricer`).
+A collective's recorded time (without the wait for late peers where the trace tells it)
+is its transfer plus whatever else held it: a peer that arrived late inside the call, a
+core it waited for on a busy host (gloo runs on CPU threads). For each process group the
+collectives observed on it fit the ring cost `time = steps(n)·α + bytes·share(n)/busbw`
+on their lower envelope (least squares, then again on the points at or under the line
+until it settles: the fastest instances are the transfer; α, 1/busbw ≥ 0; one size seen:
+α = 0 and the fastest bytes rate). An edit re-prices the transfer and keeps the rest
+(`retime`: the measured time plus the line's difference between the new and old group
+size or bytes; a group of one moves nothing and waits for no one). A resized or new group
+reuses the fit of the group it replaces, and a collective nothing was measured for is
+priced from the fit (`FittedPricer`, a `CollectivePricer`).
 """
 
 from __future__ import annotations
@@ -46,22 +51,44 @@ class LinkFit:
         steps, moved = ring_terms(comm_type, size, n)
         return steps * self.alpha_ns + moved * self.ns_per_byte
 
-    def scale(self, comm_type: int, size: float, n_old: int, n_new: int, size_new: float) -> float:
-        """new/old time ratio for the same collective on a group resized n_old -> n_new."""
-        old = self.time_ns(comm_type, size, n_old)
-        return self.time_ns(comm_type, size_new, n_new) / old if old > 0 else 1.0
+    def retime(
+        self, measured: float, comm_type: int, size: float, n_old: int, n_new: int, size_new: float
+    ) -> float:
+        """A collective measured at `measured` ns on `n_old` ranks moving `size` bytes,
+        on `n_new` ranks moving `size_new`: its transfer re-priced, the rest kept (≥ 0)."""
+        if n_new <= 1:
+            return 0.0
+        delta = self.time_ns(comm_type, size_new, n_new) - self.time_ns(comm_type, size, n_old)
+        return max(0.0, measured + delta)
 
 
-def _fit(points: list[tuple[int, int, int, int]]) -> LinkFit:
-    rows = [ring_terms(t, s, n) for t, s, n, _ in points]
-    a = np.asarray(rows, float)
-    y = np.asarray([d for *_, d in points], float)
-    if len({s for _, s, _, _ in points}) >= 2:
+def _line(a: np.ndarray, y: np.ndarray) -> LinkFit:
+    """Least squares with α ≥ 0, 1/busbw > 0 (else no latency and the mean rate)."""
+    if len({float(x) for x in a[:, 1]}) >= 2:
         (alpha, beta), *_ = np.linalg.lstsq(a, y, rcond=None)
         if alpha >= 0 and beta > 0:
             return LinkFit(float(alpha), float(beta))
     moved = a[:, 1].sum()
     return LinkFit(0.0, float(y.sum() / moved) if moved > 0 else 0.0)
+
+
+def _fit(points: list[tuple[int, int, int, int]]) -> LinkFit:
+    """The lower envelope of the points (see module doc)."""
+    a = np.asarray([ring_terms(t, s, n) for t, s, n, _ in points], float)
+    y = np.asarray([d for *_, d in points], float)
+    keep = np.ones(len(y), bool)
+    fit = _line(a, y)
+    for _ in range(len(y)):
+        under = keep & (a @ (fit.alpha_ns, fit.ns_per_byte) >= y * (1 - 1e-9))
+        if under.sum() == keep.sum() or len(set(a[under, 1].tolist())) < 2:
+            break
+        keep = under
+        fit = _line(a[keep], y[keep])
+    if len(set(a[:, 1].tolist())) < 2:  # one size: its fastest rate
+        moved = a[:, 1]
+        rates = y[moved > 0] / moved[moved > 0]
+        fit = LinkFit(0.0, float(rates.min()) if rates.size else 0.0)
+    return fit
 
 
 @dataclass(slots=True)

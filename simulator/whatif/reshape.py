@@ -97,18 +97,16 @@ def reshape_rank(
 
 
 def _retime_comm(n: pb.Node, net: NetworkFit, size: int, new_size: int) -> None:
-    """A collective's time scaled by its group's fitted line between the two sizes."""
+    """A collective's transfer re-priced on its group's fitted line for the new size, the
+    rest of its measured time kept (`netfit.LinkFit.retime`)."""
     if n.type == pb.COMM_COLL_NODE:
         members = nd.attr(n, "pg_ranks")
         width = len(members) if isinstance(members, list) and members else 2
         link = net.for_group(tuple(members) if isinstance(members, list) else ())
-        old = link.time_ns(nd.int_attr(n, "comm_type", 0), size, width)
-        new = link.time_ns(nd.int_attr(n, "comm_type", 0), new_size, width)
+        kind = nd.int_attr(n, "comm_type", 0)
     else:
-        link = net.overall
-        old, new = link.time_ns(-1, size, 2), link.time_ns(-1, new_size, 2)
-    if old > 0:
-        nd.set_duration(n, round(nd.comm_duration(n) * new / old))
+        link, width, kind = net.overall, 2, -1
+    nd.set_duration(n, round(link.retime(nd.comm_duration(n), kind, size, width, width, new_size)))
 
 
 def reshape(

@@ -159,8 +159,8 @@ def set_tp(
                 if not old or roles.get(old) == "tp":
                     if old:
                         link = fit.for_group(old)
-                        ratio = link.scale(ALL_REDUCE, size, len(old), t, size)
-                        nd.set_duration(n, round(nd.comm_duration(n) * ratio))
+                        new = link.retime(nd.comm_duration(n), ALL_REDUCE, size, len(old), t, size)
+                        nd.set_duration(n, round(new))
                     mapping[id(n)] = tp_group
                 else:
                     mapping[id(n)] = tuple((x // t0) * t + j for x in old)

@@ -15,7 +15,7 @@ from lumos.simulator.whatif import nodes as nd
 from lumos.simulator.whatif.api import WhatIf, apply_edits, recover
 from lumos.simulator.whatif.dims import hidden_map
 from lumos.simulator.whatif.dp import set_dp
-from lumos.simulator.whatif.etset import EtSet, simulate_etset, write_etset
+from lumos.simulator.whatif.etset import EtSet, RankEt, simulate_etset, write_etset
 from lumos.simulator.whatif.faults import slow_link, slow_rank
 from lumos.simulator.whatif.layers import layer_sources, set_layers
 from lumos.simulator.whatif.netfit import fit_network
@@ -90,10 +90,37 @@ def test_dp_resize_groups_sizes_and_fitted_times() -> None:
             assert nd.attr(new, "pg_ranks") == [0, 1, 2, 3]
             assert nd.int_attr(new, "comm_size") == nd.int_attr(old, "comm_size")
             size = nd.int_attr(old, "comm_size")
-            want = nd.comm_duration(old) * fit.time_ns(0, size, 4) / fit.time_ns(0, size, 2)
+            want = nd.comm_duration(old) + fit.time_ns(0, size, 4) - fit.time_ns(0, size, 2)
             assert abs(nd.comm_duration(new) - want) <= 1
     back = set_dp(edited, 2)
     assert abs(_time(back) - _time(base)) <= 0.005 * _time(base)
+
+
+def test_dp_resize_reprices_the_transfer_and_keeps_the_wait() -> None:
+    # gloo on a busy host: one all-reduce took 3 ms more than its transfer (it waited for
+    # a core); four replicas move more bytes per rank, the wait stays as measured, and
+    # one replica has no transfer and no one to wait for
+    base = recover(training_step(layers=4, ranks=2)).ets
+    fit = fit_network(base).for_group((0, 1))
+    ranks = []
+    for r in base.ranks:
+        nodes = list(r.nodes)
+        k = next(i for i, n in enumerate(nodes) if n.type == pb.COMM_COLL_NODE)
+        slow = nd.clone(nodes[k])
+        nd.set_duration(slow, nd.comm_duration(slow) + 3_000_000)
+        nodes[k] = slow
+        ranks.append(RankEt(r.rank, r.metadata, tuple(nodes)))
+    noisy = EtSet(tuple(ranks), "noisy")
+    envelope = fit_network(noisy).for_group((0, 1))  # the slow instance is not the transfer
+    assert (envelope.alpha_ns, envelope.ns_per_byte) == pytest.approx(
+        (fit.alpha_ns, fit.ns_per_byte)
+    )
+    slow = _colls(noisy)[0]
+    size = nd.int_attr(slow, "comm_size")
+    four = _colls(set_dp(noisy, 4))[0]
+    transfer = fit.time_ns(0, size, 4) - fit.time_ns(0, size, 2)
+    assert abs(nd.comm_duration(four) - (nd.comm_duration(slow) + transfer)) <= 1
+    assert all(nd.comm_duration(n) == 0 for n in _colls(set_dp(noisy, 1)))
 
 
 def test_dp_fit_recovers_the_builders_alpha_beta() -> None:

@@ -154,3 +154,25 @@ def test_explain_says_what_cannot_be_edited_context_sequence_parallel_restaging(
     assert not any(line.startswith("pipeline:") for line in lines)
     staged = recover(set_pp(base.ets, 2, "1f1b", 1, 2))
     assert "pipeline: already staged; --pp cannot re-stage it" in explain_lines(staged)
+
+
+def test_pipeline_stage_keeps_the_traced_step_tail() -> None:
+    # the first stage keeps only its own layers' optimizer updates, which ran early in the
+    # traced optimizer: their recorded end must not be read as the end of its step
+    from lumos.converters.chakra import conventions as cv
+    from lumos.simulator.whatif.api import WhatIf, apply_edits
+    from lumos.simulator.whatif.etset import EtSet, RankEt
+    from lumos.simulator.whatif.tails import last_recorded_end, tail_ns
+
+    traced = training_step(layers=4, ranks=2, batch=4)
+    ranks = []
+    for r in traced.ranks:
+        end = last_recorded_end(r)
+        assert end is not None
+        meta = pb.GlobalMetadata()
+        meta.CopyFrom(r.metadata)
+        nd.put(meta, cv.META_STEP_NS, end + 50_000, "int64_val")  # type: ignore[arg-type]
+        ranks.append(RankEt(r.rank, meta, r.nodes))
+    base = recover(EtSet(tuple(ranks), "tail"))
+    edited, _ = apply_edits(base, WhatIf(dp=1, pp=2, microbatches=2))
+    assert [tail_ns(r) for r in edited.ranks] == [50_000, 50_000]
