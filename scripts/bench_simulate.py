@@ -19,7 +19,7 @@
    of N jittered copies of a real DLRM rank (`make_job.py`), wall time and peak RSS.
 
 Run: python scripts/bench_simulate.py [--repeat N]
-     python scripts/bench_simulate.py --only-scale --load --dlrm8 --scaling 1 8 32 128
+     python scripts/bench_simulate.py --only-scale --load --dlrm8 --scaling 1 8 32 128 --copies 10
      python scripts/bench_simulate.py --only-scale --scaling 128 --copies 100 --no-timelines
        (the 51.8M-node, 128-rank job: `docs/speed.md`)
 """
