@@ -190,7 +190,20 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--micro-batches", type=int, default=2)
     p.add_argument("--bucket-mb", type=float, default=0.1, help="DDP gradient bucket size")
     p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--steps", type=int, default=1, help="profiled steps (after the warm-up)")
     return p.parse_args()
+
+
+def host_info() -> dict[str, object]:
+    """What the trace does not record about the host: its cores, what this rank may use,
+    how many ranks share it, and its load when the capture started."""
+    return {
+        "cpu_count": os.cpu_count(),
+        "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "torch_threads": torch.get_num_threads(),
+        "local_world_size": int(os.environ.get("LOCAL_WORLD_SIZE", "1")),
+        "loadavg": list(os.getloadavg()),
+    }
 
 
 def main() -> None:
@@ -220,7 +233,13 @@ def main() -> None:
             data_parallel_step(model, opt, shape, step, dev)
 
     dist.barrier()
-    with capture_steps(args.out, warmup=args.warmup, cuda=args.device == "cuda") as cap:
+    with capture_steps(
+        args.out,
+        warmup=args.warmup,
+        active=args.steps,
+        cuda=args.device == "cuda",
+        metadata={"lumos_host": host_info()},
+    ) as cap:
         for step in range(cap.steps_needed):
             run_step(step)
             if args.device == "cuda":

@@ -1,7 +1,7 @@
 """Predict every configuration of the what-if grid from the base captures; print the table.
 
 Reads what `scripts/whatif_capture.py` wrote: `<root>/<config>/run<k>/` (the raw host ET
-+ Kineto pairs, and `capture.json` with the host's load and core count) and
++ Kineto pairs; `run<k>.capture.json` beside it, with the host's load and cores) and
 `<root>/<config>/run<k>-et/` (the converted step). Each base run is edited into every
 other configuration and simulated (replay of the edited ETs).
 
@@ -72,10 +72,10 @@ def run_dirs(root: Path, config: str) -> list[Path]:
 
 
 def load_avg(root: Path, config: str) -> list[float]:
-    """The 1-minute load average each run recorded before its capture (`capture.json`)."""
+    """The 1-minute load average each run recorded before its capture."""
     out = []
     for et_dir in run_dirs(root, config):
-        meta = et_dir.parent / et_dir.name[:-3] / "capture.json"
+        meta = et_dir.parent / f"{et_dir.name[:-3]}.capture.json"
         if meta.is_file():
             out.append(float(json.loads(meta.read_text())["loadavg_before"][0]))
     return out

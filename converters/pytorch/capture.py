@@ -3,8 +3,9 @@
 lumos links a PyTorch host execution trace to its Kineto trace by the record-function id
 (`rf_id` in the ET, `"Record function id"` in Kineto), which both carry only when they come
 from one profiler run over one window with `record_shapes=True`. `capture_steps` sets that
-up: one `torch.profiler.profile` with an `ExecutionTraceObserver`, a `wait/warmup/active=1`
-schedule, CUDA sync events where a GPU is profiled, and both files written per rank as
+up: one `torch.profiler.profile` with an `ExecutionTraceObserver`, a `wait/warmup/active`
+schedule (one profiled step by default; several let `representative_step` pick a typical
+one and measure the steady step), CUDA sync events where a GPU is profiled, and both files written per rank as
 `<out>/rank<r>.host_et.json.gz` and `<out>/rank<r>.kineto.json.gz`. torch is imported only
 inside the functions that need it (extra `lumos[capture]`); `check_capture` reads the files
 with orjson and needs no torch.
@@ -12,7 +13,9 @@ with orjson and needs no torch.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+import statistics
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,12 +72,21 @@ def _experimental_config(torch: Any) -> Any:
 class StepCapture:
     """Handle yielded by `capture_steps`: call `step()` once at the end of every step."""
 
-    def __init__(self, profiler: Any, paths: CapturePaths, steps_needed: int) -> None:
+    def __init__(
+        self,
+        profiler: Any,
+        paths: CapturePaths,
+        steps_needed: int,
+        first_active: int = 0,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
         self._profiler = profiler
         self.paths = paths
-        #: how many `step()` calls complete the captured window (wait + warmup + 1).
+        #: how many `step()` calls complete the captured window (wait + warmup + active).
         self.steps_needed = steps_needed
         self.steps_done = 0
+        self._first_active = first_active
+        self._metadata = metadata or {}
 
     @property
     def done(self) -> bool:
@@ -85,6 +97,13 @@ class StepCapture:
         """Mark the end of one training step (advances the profiler schedule)."""
         self._profiler.step()
         self.steps_done += 1
+        if self.steps_done == self._first_active:
+            self.add_metadata()
+
+    def add_metadata(self) -> None:
+        """Add the capture's metadata to the Kineto trace (kept only while it records)."""
+        for key, value in self._metadata.items():
+            self._profiler.add_metadata_json(key, json.dumps(value))
 
 
 @contextmanager
@@ -96,16 +115,20 @@ def capture_steps(
     rank: int | None = None,
     cuda: bool | None = None,
     compress: bool = True,
+    active: int = 1,
+    metadata: dict[str, Any] | None = None,
 ) -> Iterator[StepCapture]:
-    """Profile one training step, after `wait` skipped and `warmup` warm-up steps.
+    """Profile `active` training steps, after `wait` skipped and `warmup` warm-up steps.
 
-    Writes this rank's host ET and Kineto trace of step number `wait + warmup` (Kineto
-    names it `ProfilerStep#<wait+warmup>`) when the block exits. `rank` defaults to the
+    Writes this rank's host ET and Kineto trace of steps `wait + warmup` to
+    `wait + warmup + active - 1` (Kineto names them `ProfilerStep#<n>`) when the block
+    exits; `metadata` (JSON-able) is added to the Kineto trace's top level, e.g. the
+    host's core count, which the trace does not record otherwise. `rank` defaults to the
     torch.distributed rank (0 when not initialised); `cuda` defaults to whether CUDA is
     available, and turns on CUDA activities and sync events.
 
     Raises MissingExtraError if torch is not installed, and LumosError if the block ends
-    before `wait + warmup + 1` calls to `step()` (no complete step was recorded).
+    before `wait + warmup + active` calls to `step()` (the profiled window is incomplete).
     """
     torch = _torch()
     from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile, schedule
@@ -125,18 +148,21 @@ def capture_steps(
         activities=activities,
         record_shapes=True,
         with_stack=False,
-        schedule=schedule(wait=wait, warmup=warmup, active=1, repeat=1),
+        schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
         execution_trace_observer=observer,
         on_trace_ready=export_kineto,
         experimental_config=_experimental_config(torch) if use_cuda else None,
     )
-    handle = StepCapture(profiler, paths, wait + warmup + 1)
+    handle = StepCapture(profiler, paths, wait + warmup + active, wait + warmup, metadata)
     with profiler:
+        if wait + warmup == 0:
+            handle.add_metadata()
         yield handle
     if not handle.done:
         raise LumosError(
             f"capture into {paths.host_et.parent} ended after {handle.steps_done} step(s); "
-            f"call step() {handle.steps_needed} times (wait={wait} + warmup={warmup} + 1)"
+            f"call step() {handle.steps_needed} times "
+            f"(wait={wait} + warmup={warmup} + active={active})"
         )
 
 
@@ -249,3 +275,27 @@ def check_capture(paths: CapturePaths, *, min_link: float = 0.99) -> CaptureChec
             f"({check.link_fraction:.1%} < {min_link:.0%}); were both captured in one window?"
         )
     return check
+
+
+def representative_step(kineto_paths: Sequence[str | Path]) -> int:
+    """The number N of the typical profiled step of a job, the same for every rank.
+
+    Each step's time is its slowest rank's `ProfilerStep#N`; the first profiled step is
+    left out when there are at least three (the profiler starts inside it: ranks enter it
+    skewed by the execution-trace observer's setup), and the step at the lower median of
+    the rest is returned. Raises TraceFormatError if a trace has no ProfilerStep.
+    """
+    slowest: dict[int, int] = {}
+    for path in kineto_paths:
+        steps = profiler_steps(load_json(path))
+        if not steps:
+            raise TraceFormatError(str(path), "no ProfilerStep#N: not a scheduled capture")
+        for s in steps:
+            n = int(s.name[len(PROFILER_STEP_PREFIX) :])
+            slowest[n] = max(slowest.get(n, 0), s.dur_ns)
+    numbers = sorted(slowest)
+    if len(numbers) >= 3:
+        numbers = numbers[1:]
+    times = [slowest[n] for n in numbers]
+    typical = statistics.median_low(times)
+    return numbers[times.index(typical)]

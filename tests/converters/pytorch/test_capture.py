@@ -202,3 +202,46 @@ def test_live_capture_that_stops_early_says_how_many_steps(tmp_path: Path) -> No
     ):
         torch.ones(2).sum()
         cap.step()
+
+
+def _kineto_steps(path: Path, steps: dict[int, float]) -> Path:
+    events = [
+        {"ph": "X", "name": f"ProfilerStep#{n}", "ts": 1000.0 * n, "dur": dur, "pid": 1, "tid": 1}
+        for n, dur in steps.items()
+    ]
+    path.write_bytes(orjson.dumps({"traceEvents": events}))
+    return path
+
+
+def test_representative_step_is_the_median_of_the_slowest_rank_after_the_first(
+    tmp_path: Path,
+) -> None:
+    from lumos.converters.pytorch.capture import representative_step
+
+    # step 2 carries the profiler's start on rank 0 (30 ms); steps 3-6 are the steady ones
+    r0 = _kineto_steps(tmp_path / "r0.json", {2: 72.9, 3: 36.0, 4: 41.0, 5: 35.0, 6: 39.0})
+    r1 = _kineto_steps(tmp_path / "r1.json", {2: 41.3, 3: 37.0, 4: 40.0, 5: 45.0, 6: 38.0})
+    # slowest rank per step: 3: 37, 4: 41, 5: 45, 6: 39 -> lower median 39 (step 6)
+    assert representative_step([r0, r1]) == 6
+    one = _kineto_steps(tmp_path / "one.json", {2: 50.0})
+    assert representative_step([one]) == 2
+    with pytest.raises(TraceFormatError):
+        representative_step([_kineto_steps(tmp_path / "none.json", {})])
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch not installed (extra lumos[capture])")
+def test_live_capture_of_several_steps_records_them_all_and_the_metadata(tmp_path: Path) -> None:
+    import torch
+
+    from lumos.converters.pytorch.capture import capture_steps, representative_step
+
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+    with capture_steps(tmp_path, warmup=1, active=3, cuda=False, metadata={"cores": 2}) as cap:
+        for _ in range(cap.steps_needed):
+            model(torch.randn(8, 16)).square().mean().backward()
+            cap.step()
+    assert cap.steps_needed == 4
+    check = check_capture(cap.paths)
+    assert [s.name for s in check.steps] == ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]
+    assert load_json(cap.paths.kineto)["cores"] == 2
+    assert representative_step([cap.paths.kineto]) in (2, 3)
