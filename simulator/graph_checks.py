@@ -4,7 +4,12 @@ signs that a foreign file was cut short (`cut_short_notes`, a note, not an error
 (Dangling dependencies and duplicate ids are refused while the graph is built; collective
 sequences and send/recv pairing are checked across ranks in `rendezvous`.) Nodes listed
 after all their dependencies — what every producer we know writes — pass in one
-vectorised comparison; otherwise a topological sort finds the nodes on cycles.
+vectorised comparison. Otherwise every cycle has a dependency on a later node, and lies
+within the index windows those dependencies span (together they form one interval around
+the cycle): a topological sort of just those windows clears the usual case (a converted
+trace's stream syncs wait for a copy listed after them: 800 dependencies in a 405k-node
+rank, windows of a few nodes each); only if it finds a cycle does the whole rank's sort
+name the nodes on and behind it.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ def cycle_problems(g: RankGraph) -> list[str]:
     """One problem per rank with a cycle, naming some nodes on (or behind) it."""
     n = len(g)
     owner = np.repeat(np.arange(n), np.diff(g.dep_ptr))
-    if not len(owner) or bool((g.dep_idx < owner).all()):
+    later = g.dep_idx >= owner
+    if not later.any() or not _windows_cycle(n, g.dep_idx.astype(np.int64), owner, later):
         return []
     blocked = blocked_nodes(n, g.dep_idx.astype(np.int64), owner)
     if not any(blocked):
@@ -30,6 +36,17 @@ def cycle_problems(g: RankGraph) -> list[str]:
     stuck = [i for i in range(n) if blocked[i]]
     names = ", ".join(g.where(i) for i in stuck[:MAX_LISTED])
     return [f"rank {g.rank}: dependency cycle among {len(stuck)} nodes, e.g. {names}"]
+
+
+def _windows_cycle(n: int, before: np.ndarray, after: np.ndarray, later: np.ndarray) -> bool:
+    """Whether the nodes between each `later` dependency's two ends hold a cycle."""
+    edge = np.bincount(after[later], minlength=n + 1) - np.bincount(
+        before[later] + 1, minlength=n + 1
+    )
+    inside = np.cumsum(edge[:n]) > 0
+    keep = inside[before] & inside[after]
+    index = np.cumsum(inside) - 1
+    return any(blocked_nodes(int(inside.sum()), index[before[keep]], index[after[keep]]))
 
 
 def drop_forward_deps(g: RankGraph) -> int:
