@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lumos.simulator.distinct import distinct
 from lumos.simulator.graph import COLL, COMM_TYPES, COMP, INVALID, METADATA, SEND, RankGraph
 from lumos.simulator.result import ProcessorInfo, ProcKind
 
@@ -44,7 +45,7 @@ def assign_processors(g: RankGraph, astra: bool = False) -> Assignment:
 def stream_ids(g: RankGraph) -> np.ndarray:
     """The GPU stream of every node (-1: none): `stream`, or for ETs in mlc-chakra's
     convention, the `tid` of non-CPU nodes that is not one of the rank's CPU threads."""
-    cpu_threads = np.unique(g.tid[g.is_cpu_op & (g.tid >= 0)])
+    cpu_threads = distinct(g.tid[g.is_cpu_op & (g.tid >= 0)])
     by_tid = ~g.is_cpu_op & (g.stream < 0) & (g.tid >= 0) & ~np.isin(g.tid, cpu_threads)
     by_tid &= ~np.isin(g.type, (METADATA, INVALID))
     if not cpu_threads.size or not (by_tid & (g.type == COMP)).any():
@@ -59,10 +60,10 @@ def _assign_native(g: RankGraph) -> Assignment:
     stream = stream_ids(g)
     on_stream = stream >= 0
     on_thread = (~on_stream) & (g.tid >= 0)
-    for tid in np.unique(g.tid[on_thread]).tolist():
+    for tid in distinct(g.tid[on_thread]).tolist():
         proc[on_thread & (g.tid == tid)] = len(procs)
         procs.append(ProcessorInfo(f"thread {tid}", ProcKind.CPU, int(tid)))
-    for sid in np.unique(stream[on_stream]).tolist():
+    for sid in distinct(stream[on_stream]).tolist():
         proc[on_stream & (stream == sid)] = len(procs)
         procs.append(ProcessorInfo(f"stream {sid}", ProcKind.GPU, int(sid)))
     rest = proc < 0

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lumos.simulator.distinct import distinct
 from lumos.simulator.graph import COLL, RECV, SEND, RankGraph
 
 
@@ -55,7 +56,7 @@ def match_collectives(
         if only_types is not None:
             colls = colls[np.isin(g.comm_type[colls], only_types)]
         by_group: dict[int, list[int]] = {}
-        for gid in np.unique(g.group[colls]).tolist():
+        for gid in distinct(g.group[colls]).tolist():
             by_group[gid] = _order(g, colls[g.group[colls] == gid])
         for gid, ordered in by_group.items():
             members = g.groups[gid]

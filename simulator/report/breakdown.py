@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from lumos.simulator.distinct import distinct
 from lumos.simulator.result import ProcKind, RankResult, SimResult
 
 I64 = npt.NDArray[np.int64]
@@ -108,7 +109,7 @@ def intersection_ns(a: tuple[I64, I64], b: tuple[I64, I64]) -> int:
     """Length of the overlap of two sets of disjoint runs (outputs of `merge_intervals`)."""
     if a[0].size == 0 or b[0].size == 0:
         return 0
-    cuts = np.unique(np.concatenate([a[0], a[1], b[0], b[1]]))
+    cuts = distinct(np.concatenate([a[0], a[1], b[0], b[1]]))
     left, width = cuts[:-1], np.diff(cuts)
     both = _inside(a, left) & _inside(b, left)
     return int(width[both].sum())
