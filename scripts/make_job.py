@@ -2,8 +2,9 @@
 
     python scripts/make_job.py BASE.et OUT_DIR --ranks 128 [--jitter 0.05] [--seed 0]
 
-BASE is a `.et` that `lumos convert` wrote for one real rank (the 4x DLRM rank that
-`bench_simulate.py --job` builds, a converted capture from tests/data/captures). Each of
+BASE is a `.et` that `lumos convert` wrote for one real rank (DLRM rank 0 with N copies
+of its iteration, which `bench_simulate.py --scaling ... --copies N` converts, or a
+converted capture from tests/data/captures). Each of
 the N ranks `OUT_DIR/job.<r>.et` is that rank with every duration — `duration_micros`,
 the `dur_ns`, `gap_ns` and `comm_dur_ns` attributes — multiplied by its own factor in
 [1 - jitter, 1 + jitter] (a fresh draw per node and rank, seeded by rank), so no two
