@@ -33,10 +33,10 @@ class Normalised:
                 f"re-anchored on it ({w.found} dependency(ies) added), "
                 f"{w.removed_ns / 1e6:.2f} ms of recorded wait left to the simulation"
             )
-        if p.ops:
+        if p.ops or p.gaps:
             out.append(
-                f"preemption: {p.ops} op(s) that lost a time slice trimmed to their typical "
-                f"time ({p.removed_ns / 1e6:.2f} ms)"
+                f"preemption: {p.ops} op(s) and {p.gaps} gap(s) before an op that lost a time "
+                f"slice trimmed to their typical time ({p.removed_ns / 1e6:.2f} ms)"
             )
         return out
 

@@ -12,7 +12,10 @@ An op instance is taken as preempted when it ran longer than the typical instanc
 same op (same name, input shapes and segment of the call, over every rank of the step:
 the lower median) by
 more than `SLICE_MIN_NS` and by more than `SLICE_RATIO` times; its duration becomes the
-typical one. Ops that wait by design (collectives, send/recv, synchronisation; on a trace
+typical one. A slice can also fall between two ops, in the untraced gap before the
+second: a gap that long over the typical gap before the same op is trimmed to it the same
+way (gaps that waited for another thread are dependencies by then: `waits`). Ops that
+wait by design (collectives, send/recv, synchronisation; on a trace
 with GPU work also device copies and the host calls that read a device value) and ops
 that depend on another processor (a wait the trace linked) are left as traced, as are
 ops seen once.
@@ -24,6 +27,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
+from lumos.converters.chakra import conventions as cv
 from lumos.proto import pb
 from lumos.simulator.whatif import nodes as nd
 from lumos.simulator.whatif.etset import EtSet, RankEt
@@ -43,10 +47,12 @@ _DEVICE_WAITS = re.compile(
 
 @dataclass(frozen=True, slots=True)
 class PreemptionStats:
-    """Op instances trimmed back to their typical time, and the time taken out (ns)."""
+    """Op instances trimmed back to their typical time, the time taken out (ns), and the
+    untraced gaps before an op trimmed back to the typical gap before it."""
 
     ops: int = 0
     removed_ns: int = 0
+    gaps: int = 0
 
 
 def _candidate(n: pb.Node, procs: dict[int, nd.Proc], gpu: bool) -> bool:
@@ -85,29 +91,46 @@ def _lower_median(values: list[int]) -> int:
     return values[(len(values) - 1) // 2]
 
 
+def _lost(value: int, usual: int | None) -> bool:
+    return usual is not None and value > usual + SLICE_MIN_NS and value > SLICE_RATIO * usual
+
+
 def trim_preemptions(ets: EtSet) -> tuple[EtSet, PreemptionStats]:
     """Every rank with its preempted op instances trimmed (see module doc)."""
     procs = [{n.id: nd.processor(n) for n in r.nodes} for r in ets.ranks]
     gpu = any(nd.on_gpu(n) for r in ets.ranks for n in r.nodes)
     sigs = [_signatures(r) for r in ets.ranks]
-    seen: dict[Signature, list[int]] = defaultdict(list)
+    durs: dict[Signature, list[int]] = defaultdict(list)
+    gaps: dict[Signature, list[int]] = defaultdict(list)
     for r, p, sig in zip(ets.ranks, procs, sigs, strict=True):
         for n, key in zip(r.nodes, sig, strict=True):
             if _candidate(n, p, gpu):
-                seen[key].append(nd.duration(n))
-    typical = {k: _lower_median(v) for k, v in seen.items() if len(v) >= 2}
-    ops = removed = 0
+                durs[key].append(nd.duration(n))
+                gaps[key].append(max(0, nd.int_attr(n, cv.GAP_NS, 0)))
+    typical = {k: _lower_median(v) for k, v in durs.items() if len(v) >= 2}
+    typical_gap = {k: _lower_median(v) for k, v in gaps.items() if len(v) >= 2}
+    ops = lost_gaps = removed = 0
     ranks = []
     for r, p, sig in zip(ets.ranks, procs, sigs, strict=True):
         out = []
         for n, key in zip(r.nodes, sig, strict=True):
-            usual = typical.get(key) if _candidate(n, p, gpu) else None
-            dur = nd.duration(n)
-            if usual is not None and dur > usual + SLICE_MIN_NS and dur > SLICE_RATIO * usual:
+            if not _candidate(n, p, gpu):
+                out.append(n)
+                continue
+            dur, gap = nd.duration(n), max(0, nd.int_attr(n, cv.GAP_NS, 0))
+            usual, usual_gap = typical.get(key), typical_gap.get(key)
+            if _lost(dur, usual) or _lost(gap, usual_gap):
                 n = nd.clone(n)
+            if _lost(dur, usual):
+                assert usual is not None
                 nd.set_duration(n, usual)
                 ops += 1
                 removed += dur - usual
+            if _lost(gap, usual_gap):
+                assert usual_gap is not None
+                nd.put(n, cv.GAP_NS, usual_gap, "int64_val")
+                lost_gaps += 1
+                removed += gap - usual_gap
             out.append(n)
         ranks.append(RankEt(r.rank, r.metadata, tuple(out)))
-    return EtSet(tuple(ranks), ets.source), PreemptionStats(ops, removed)
+    return EtSet(tuple(ranks), ets.source), PreemptionStats(ops, removed, lost_gaps)

@@ -195,6 +195,23 @@ def test_preempted_op_instance_is_trimmed_to_its_typical_time() -> None:
     assert once == [5_000 * US, 5_000 * US]
 
 
+def test_time_slice_lost_between_two_ops_is_trimmed_from_the_gap() -> None:
+    # the slice fell between two addmm calls: no op took it, the untraced gap did
+    ranks = []
+    for rank in range(2):
+        t = _Thread()
+        at = 0
+        for k in range(3):
+            at += 3_900 * US if (rank, k) == (1, 1) else 5 * US  # a 3.9 ms gap, once
+            t.add("aten::addmm", at, 100 * US, shapes=[[128], [64, 128], [128, 128], [], []])
+            at += 100 * US
+        ranks.append(RankEt(rank, _meta(rank, 2), tuple(t.nodes)))
+    trimmed, stats = trim_preemptions(EtSet(tuple(ranks), "gap"))
+    gaps = [nd.int_attr(n, cv.GAP_NS) for n in trimmed.ranks[1].nodes]
+    assert gaps == [5 * US, 5 * US, 5 * US]
+    assert (stats.ops, stats.gaps, stats.removed_ns) == (0, 1, 3_895 * US)
+
+
 def test_host_read_of_a_device_value_is_a_wait_on_a_gpu_trace() -> None:
     # `aten::item` blocks until the GPU is done on a GPU trace: its time is a wait, not a slice
     ranks = [_addmm_rank(r, [100 * US] * 3, gpu_reads=r == 1) for r in range(2)]
