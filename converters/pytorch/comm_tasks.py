@@ -4,7 +4,7 @@ For each communication task the collective type, size, process group and, for
 point-to-point ops, the peer and tag are taken from the best source available (see
 `comm`): the kernel's NCCL args, the linked host ET's `record_param_comms`, the ops
 enclosing its launch, then the kernel name. Collectives are numbered per group
-(`comm_seq`) in time order.
+(`comm_seq`) in time order; gloo ops in the order they were issued (`_issue_order`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from lumos.converters.pytorch.kineto import KinetoTrace
 from lumos.converters.pytorch.tasks import TaskKind, TaskTable
 
 P2P_OPS = ("c10d::send", "c10d::recv_", "c10d::recv", "c10d::recv_any_source_")
+#: Kineto's argument holding an event's record-function id
+RF_ID_ARG = "Record function id"
 #: host ops that issue a point-to-point send (`isend` and `send` both dispatch to it).
 HOST_SEND_OPS = ("c10d::send",)
 
@@ -53,9 +55,28 @@ def annotate_comm(
     on_gloo = (ev >= 0) & gloo[trace.name[np.maximum(ev, 0)]]
     comm = np.flatnonzero((table.kind == TaskKind.COLL) | on_gloo)
     comm = comm[np.argsort(table.start[comm], kind="stable")]
+    comm = _issue_order(comm, table, trace, on_gloo)
     seq: dict[str, int] = {}
     for task in comm.tolist():
         _annotate(table, trace, host_row, ctx, task, seq)
+
+
+def _issue_order(
+    comm: np.ndarray, table: TaskTable, trace: KinetoTrace, on_gloo: np.ndarray
+) -> np.ndarray:
+    """gloo ops in the order they were issued, when every one has its record-function id.
+
+    gloo runs a rank's collectives on several worker threads, which can start them in
+    another order than the program issued them (and than the other ranks did); the ids
+    are handed out when the call enqueues the work, on the issuing thread, in program
+    order. NCCL kernels (and traces without the ids) keep their time order.
+    """
+    if not len(comm) or not on_gloo[comm].all():
+        return comm
+    ids = [(trace.args.get(int(table.ev[t])) or {}).get(RF_ID_ARG) for t in comm.tolist()]
+    if any(not isinstance(i, int) for i in ids):
+        return comm
+    return comm[np.argsort(np.asarray(ids, np.int64), kind="stable")]
 
 
 def _annotate(
