@@ -33,10 +33,11 @@ class Normalised:
                 f"re-anchored on it ({w.found} dependency(ies) added), "
                 f"{w.removed_ns / 1e6:.2f} ms of recorded wait left to the simulation"
             )
-        if p.ops or p.gaps:
+        if p.ops or p.gaps or p.collectives:
             out.append(
-                f"preemption: {p.ops} op(s) and {p.gaps} gap(s) before an op that lost a time "
-                f"slice trimmed to their typical time ({p.removed_ns / 1e6:.2f} ms)"
+                f"preemption: {p.ops} op(s), {p.gaps} gap(s) before an op and "
+                f"{p.collectives} collective(s) on CPU threads that lost time slices trimmed "
+                f"to their typical time ({p.removed_ns / 1e6:.2f} ms)"
             )
         return out
 

@@ -14,7 +14,11 @@ the lower median) by
 more than `SLICE_MIN_NS` and by more than `SLICE_RATIO` times; its duration becomes the
 typical one. A slice can also fall between two ops, in the untraced gap before the
 second: a gap that long over the typical gap before the same op is trimmed to it the same
-way (gaps that waited for another thread are dependencies by then: `waits`). Ops that
+way (gaps that waited for another thread are dependencies by then: `waits`). So can a
+collective run on CPU threads (gloo): its worker thread needs a core for every step of
+the transfer. Such a collective is trimmed to its transfer on the group's fitted line
+(`netfit`, the lower envelope) plus the group's typical excess over it (the lower median
+over the step's collectives on CPU threads) when it took 1 ms and 3x more. Ops that
 wait by design (collectives, send/recv, synchronisation; on a trace
 with GPU work also device copies and the host calls that read a device value) and ops
 that depend on another processor (a wait the trace linked) are left as traced, as are
@@ -30,7 +34,9 @@ from dataclasses import dataclass
 from lumos.converters.chakra import conventions as cv
 from lumos.proto import pb
 from lumos.simulator.whatif import nodes as nd
-from lumos.simulator.whatif.etset import EtSet, RankEt
+from lumos.simulator.whatif.etset import EtSet, RankEt, process_groups
+from lumos.simulator.whatif.groups import Members, members_of
+from lumos.simulator.whatif.netfit import fit_network
 
 #: smallest excess counted as a lost time slice (ns): Linux gives a preempted thread back
 #: its core after the other runnable threads' slices, 3-4 ms at HZ=250 (observed: stalls
@@ -53,6 +59,7 @@ class PreemptionStats:
     ops: int = 0
     removed_ns: int = 0
     gaps: int = 0
+    collectives: int = 0
 
 
 def _candidate(n: pb.Node, procs: dict[int, nd.Proc], gpu: bool) -> bool:
@@ -133,4 +140,45 @@ def trim_preemptions(ets: EtSet) -> tuple[EtSet, PreemptionStats]:
                 removed += gap - usual_gap
             out.append(n)
         ranks.append(RankEt(r.rank, r.metadata, tuple(out)))
-    return EtSet(tuple(ranks), ets.source), PreemptionStats(ops, removed, lost_gaps)
+    trimmed, colls, removed_comm = _trim_cpu_collectives(EtSet(tuple(ranks), ets.source))
+    return trimmed, PreemptionStats(ops, removed + removed_comm, lost_gaps, colls)
+
+
+def _trim_cpu_collectives(ets: EtSet) -> tuple[EtSet, int, int]:
+    """Collectives on CPU threads trimmed to transfer + typical excess (see module doc)."""
+    fit, groups = fit_network(ets), process_groups(ets)
+
+    def transfer(n: pb.Node) -> tuple[Members, float]:
+        m = members_of(n, groups, ets.world_size)
+        size = nd.int_attr(n, "comm_size", 0)
+        return m, fit.for_group(m).time_ns(nd.int_attr(n, "comm_type", 0), size, len(m))
+
+    excess: dict[Members, list[int]] = defaultdict(list)
+    for r in ets.ranks:
+        for n in r.nodes:
+            if _cpu_collective(n):
+                m, t = transfer(n)
+                excess[m].append(round(nd.comm_duration(n) - t))
+    typical = {m: max(0, _lower_median(v)) for m, v in excess.items() if len(v) >= 2}
+    count = removed = 0
+    ranks = []
+    for r in ets.ranks:
+        out = []
+        for n in r.nodes:
+            if _cpu_collective(n):
+                m, t = transfer(n)
+                usual = round(t) + typical[m] if m in typical else None
+                dur = nd.comm_duration(n)
+                if _lost(dur, usual):
+                    assert usual is not None
+                    n = nd.clone(n)
+                    nd.set_duration(n, usual)
+                    count += 1
+                    removed += dur - usual
+            out.append(n)
+        ranks.append(RankEt(r.rank, r.metadata, tuple(out)))
+    return EtSet(tuple(ranks), ets.source), count, removed
+
+
+def _cpu_collective(n: pb.Node) -> bool:
+    return n.type == pb.COMM_COLL_NODE and nd.processor(n)[0] == "tid"
