@@ -207,12 +207,15 @@ def convert(
     output: str | Path,
     *,
     prefix: str = "trace",
-    step: int | None = None,
+    step: int | str | None = None,
     jobs: int = 1,
     min_link_rate: float | None = None,
     allow_host_only: bool = False,
 ) -> Conversion:
     """Host ETs and/or Kineto traces of every rank -> `<output>/<prefix>.<rank>.et`.
+
+    `step`: the ProfilerStep to convert (a number, "median" for the typical step of a
+    multi-step capture, default the last complete one).
 
     Raises LinkError (host ET and Kineto from different runs: below `min_link_rate`,
     default 0.5), TraceFormatError (unreadable or wrong kind of input).

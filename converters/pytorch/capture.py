@@ -277,7 +277,7 @@ def check_capture(paths: CapturePaths, *, min_link: float = 0.99) -> CaptureChec
     return check
 
 
-def representative_step(kineto_paths: Sequence[str | Path]) -> int:
+def representative_step(kineto_paths: Sequence[str | Path | json_stream.TraceFile]) -> int:
     """The number N of the typical profiled step of a job, the same for every rank.
 
     Each step's time is its slowest rank's `ProfilerStep#N`; the first profiled step is
@@ -287,9 +287,12 @@ def representative_step(kineto_paths: Sequence[str | Path]) -> int:
     """
     slowest: dict[int, int] = {}
     for path in kineto_paths:
-        steps = profiler_steps(load_json(path))
+        source = (
+            path if isinstance(path, json_stream.TraceFile) else json_stream.TraceFile(str(path))
+        )
+        steps = profiler_steps(json_stream.load_json(source))
         if not steps:
-            raise TraceFormatError(str(path), "no ProfilerStep#N: not a scheduled capture")
+            raise TraceFormatError(source.path, "no ProfilerStep#N: not a scheduled capture")
         for s in steps:
             n = int(s.name[len(PROFILER_STEP_PREFIX) :])
             slowest[n] = max(slowest.get(n, 0), s.dur_ns)

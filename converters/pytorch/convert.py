@@ -47,7 +47,7 @@ from lumos.converters.pytorch.publish import set_id_of
 from lumos.converters.pytorch.steps import StepInfo, StepWindow, choose_step
 from lumos.converters.pytorch.tasks import TaskKind, TaskTable, finalize
 from lumos.converters.pytorch.writer import NodeSource, metadata, write_et_file
-from lumos.errors import LinkError, TraceFormatError
+from lumos.errors import ConfigError, LinkError, TraceFormatError
 from lumos.limits import MAX_RANKS
 from lumos.progress import report
 from lumos.staging import safe_name
@@ -116,7 +116,7 @@ def convert(
     out_dir: str | Path,
     *,
     prefix: str = "trace",
-    step: int | None = None,
+    step: int | str | None = None,
     on_rank: Callable[[RankSummary], None] | None = None,
     jobs: int = 1,
     min_link_rate: float = MIN_LINK_RATE,
@@ -125,8 +125,10 @@ def convert(
 ) -> ConvertResult:
     """Convert every rank's traces and write `<out_dir>/<prefix>.<rank>.et`.
 
-    `jobs` > 1 converts that many ranks at once in worker processes (each then runs on
-    one core); with 1, ranks go one after another and a big rank uses two processes.
+    `step`: the ProfilerStep number to convert, "median" for the typical one of a
+    multi-step capture (same on every rank), None for the last complete one. `jobs` > 1
+    converts that many ranks at once in worker processes (each then runs on one core);
+    with 1, ranks go one after another and a big rank uses two processes.
     Raises LinkError when a rank's host ET links fewer than `min_link_rate` of its ops
     to its Kineto trace (0 accepts any rate), before that rank's file is written, and
     if Kineto traces cover only some ranks (unless `allow_host_only`:
@@ -137,6 +139,7 @@ def convert(
     """
     safe_name(prefix)
     inputs = plan(paths)
+    step = _resolve_step(step, inputs)
     report("convert", 0, len(inputs), "ranks")
     log.info(
         "convert: %d rank(s): %s",
@@ -172,6 +175,20 @@ def convert(
         pgs = {k: ProcessGroup(k, "", v) for k, v in all_groups.items()}
         result.problems += check_sequences(records, pgs)
     return result
+
+
+def _resolve_step(step: int | str | None, inputs: list[RankInputs]) -> int | None:
+    """`step` as a number: "median" is the typical step of a multi-step capture
+    (`capture.representative_step`, the same on every rank). Raises ConfigError for
+    another word, TraceFormatError when "median" finds no ProfilerStep."""
+    if step is None or isinstance(step, int):
+        return step
+    if step != "median":
+        raise ConfigError(f"--step takes a ProfilerStep number or 'median', not {step!r}")
+    from lumos.converters.pytorch.capture import representative_step
+
+    kineto = [i.kineto for i in inputs if i.kineto is not None]
+    return representative_step(kineto) if kineto else None
 
 
 @dataclass(frozen=True, slots=True)

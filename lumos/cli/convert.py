@@ -44,7 +44,10 @@ def _steps_line(s: RankSummary) -> str:
 @output_option("Folder to write <prefix>.<rank>.et into.", old=("--out",), dir_okay=True)
 @click.option("--prefix", default="trace", show_default=True, help="Output file prefix.")
 @click.option(
-    "--step", type=int, default=None, help="ProfilerStep number (default: last complete)."
+    "--step",
+    default=None,
+    help="ProfilerStep number, or 'median': the typical step of a capture of several "
+    "(the slowest rank's, median after the first) (default: last complete).",
 )
 @click.option(
     "--min-link-rate",
@@ -75,7 +78,7 @@ def convert_cmd(
     inputs: tuple[str, ...],
     output: str,
     prefix: str,
-    step: int | None,
+    step: str | None,
     min_link_rate: float,
     allow_host_only: bool,
     force: bool,
@@ -97,7 +100,7 @@ def convert_cmd(
             list(inputs),
             out,
             prefix=prefix,
-            step=step,
+            step=int(step) if step is not None and step.lstrip("-").isdigit() else step,
             on_rank=lines.append,
             jobs=jobs,
             min_link_rate=min_link_rate,

@@ -89,3 +89,19 @@ def test_hta_trace_with_five_steps_lists_them(tmp_path: Path) -> None:
         ("ProfilerStep#554", 216_216_000, True),
     ]
     assert (rank.step, rank.step_ns) == ("ProfilerStep#554", 216_216_000)
+
+
+def test_step_median_converts_the_typical_step_after_the_first(tmp_path: Path) -> None:
+    # #1 carries the profiler's start; of #2 (120 us) and #3 (90 us) the lower median is #3
+    from lumos.errors import ConfigError
+
+    path = _three_steps(tmp_path)
+    rank = convert([path], tmp_path / "et", prefix="t", step="median").ranks[0]
+    assert rank.step == "ProfilerStep#3" and rank.step_ns == 90_000
+    result = CliRunner().invoke(
+        cli, ["convert", str(path), "-o", str(tmp_path / "cli"), "--step", "median"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "converted ProfilerStep#3" in result.output
+    with pytest.raises(ConfigError, match="'median'"):
+        convert([path], tmp_path / "bad", prefix="t", step="mean")
