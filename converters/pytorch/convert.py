@@ -44,10 +44,10 @@ from lumos.converters.pytorch.json_stream import TraceFile
 from lumos.converters.pytorch.kineto import KinetoTrace, load_kineto
 from lumos.converters.pytorch.link import LinkReport, link
 from lumos.converters.pytorch.publish import set_id_of
-from lumos.converters.pytorch.steps import StepInfo, StepWindow, choose_step
+from lumos.converters.pytorch.steps import StepInfo, StepWindow, choose_step, resolve_step
 from lumos.converters.pytorch.tasks import TaskKind, TaskTable, finalize
 from lumos.converters.pytorch.writer import NodeSource, metadata, write_et_file
-from lumos.errors import ConfigError, LinkError, TraceFormatError
+from lumos.errors import LinkError, TraceFormatError
 from lumos.limits import MAX_RANKS
 from lumos.progress import report
 from lumos.staging import safe_name
@@ -139,7 +139,7 @@ def convert(
     """
     safe_name(prefix)
     inputs = plan(paths)
-    step = _resolve_step(step, inputs)
+    step = resolve_step(step, [i.kineto for i in inputs if i.kineto is not None])
     report("convert", 0, len(inputs), "ranks")
     log.info(
         "convert: %d rank(s): %s",
@@ -175,20 +175,6 @@ def convert(
         pgs = {k: ProcessGroup(k, "", v) for k, v in all_groups.items()}
         result.problems += check_sequences(records, pgs)
     return result
-
-
-def _resolve_step(step: int | str | None, inputs: list[RankInputs]) -> int | None:
-    """`step` as a number: "median" is the typical step of a multi-step capture
-    (`capture.representative_step`, the same on every rank). Raises ConfigError for
-    another word, TraceFormatError when "median" finds no ProfilerStep."""
-    if step is None or isinstance(step, int):
-        return step
-    if step != "median":
-        raise ConfigError(f"--step takes a ProfilerStep number or 'median', not {step!r}")
-    from lumos.converters.pytorch.capture import representative_step
-
-    kineto = [i.kineto for i in inputs if i.kineto is not None]
-    return representative_step(kineto) if kineto else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lumos.converters.pytorch.json_stream import TraceFile
 from lumos.converters.pytorch.kineto import Kind, KinetoTrace
-from lumos.errors import LinkError
+from lumos.errors import ConfigError, LinkError
 
 STEP_PREFIX = "ProfilerStep#"
 WHOLE_TRACE = "whole trace"
@@ -125,3 +126,17 @@ def choose_step(trace: KinetoTrace, path: str, step: int | None = None) -> StepW
 
 def _launches_gpu(name: str) -> bool:
     return "Launch" in name or "Memcpy" in name or "Memset" in name
+
+
+def resolve_step(step: int | str | None, kineto: list[TraceFile]) -> int | None:
+    """`step` as a number: "median" is the typical step of a multi-step capture
+    (`capture.representative_step` over the ranks' Kineto traces, the same on every
+    rank). Raises ConfigError for another word, TraceFormatError when "median" finds no
+    ProfilerStep."""
+    if step is None or isinstance(step, int):
+        return step
+    if step != "median":
+        raise ConfigError(f"--step takes a ProfilerStep number or 'median', not {step!r}")
+    from lumos.converters.pytorch.capture import representative_step
+
+    return representative_step(kineto) if kineto else None
