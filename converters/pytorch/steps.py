@@ -3,7 +3,8 @@
 Every `ProfilerStep#N` of the trace is listed with its measured time and whether it is
 complete: every launch inside it has its GPU op in the trace (a profiler window often
 cuts the final step's GPU tail). The default is the last complete step (the last step
-when none is); `--step N` picks another. A trace without step annotations is taken
+when none is); `--step N` picks another, `--step median` the typical one of a capture
+of several (`resolve_step`). A trace without step annotations is taken
 whole, and then nothing in it was measured: it has no iteration time to compare with.
 """
 
