@@ -22,6 +22,7 @@ import numpy as np
 
 from lumos.converters.chakra.varint import VarintError, decode_varint
 from lumos.errors import TraceFormatError
+from lumos.limits import MAX_FRAME_BYTES
 from lumos.simulator.et_attrs import decode_attrs
 from lumos.simulator.et_names import NameTable
 from lumos.simulator.et_wire import PAD, packed_ok, packed_varints, varints, walk
@@ -188,7 +189,12 @@ def frame_offsets(
     data: bytes | bytearray, base: int, eof: bool, path: str, held: int | None = None
 ) -> list[int]:
     """Stream offsets of the whole frames in `data[:held]` (all of it by default), then
-    of the end of the last one (the rest waits for the next chunk unless at `eof`)."""
+    of the end of the last one (the rest waits for the next chunk unless at `eof`).
+
+    Raises TraceFormatError for a truncated frame, ResourceLimitError for a frame longer
+    than `limits.MAX_FRAME_BYTES` (from its header, before its bytes are read).
+    """
+    max_frame = MAX_FRAME_BYTES.value
     offsets: list[int] = []
     add = offsets.append
     n = len(data) if held is None else held
@@ -207,6 +213,8 @@ def frame_offsets(
                     break
                 raise TraceFormatError(path, str(exc), where=f"byte {base + exc.offset}") from None
             end = body + size
+        if end - p > max_frame:  # header and payload: cheap, and exact for small limits
+            _frame_too_long(data, p, base, path)
         if end > n:
             if eof:
                 size, body = decode_varint(data, p, n)
@@ -220,6 +228,11 @@ def frame_offsets(
         p = end
     add(base + p)
     return offsets
+
+
+def _frame_too_long(data: bytes | bytearray, p: int, base: int, path: str) -> None:
+    size, _ = decode_varint(data, p, len(data))
+    MAX_FRAME_BYTES.check(size, f"{path}: frame at byte {base + p}: size in bytes")
 
 
 def _decode_chunk(

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 
 PAD = 16
+#: fields walked per message; a message with more (a hand-made one: converted nodes have
+#: a few dozen) is `bad`, so a frame of a million tiny fields costs no million steps
+MAX_FIELDS = 512
 _U7F = np.uint64(0x7F)
 
 
@@ -39,8 +42,9 @@ def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return value, length
 
 
-#: tags `walk` reads: fields 1-15 of wire type varint (0) or length-delimited (2)
-_TAG_OK = np.array([t < 0x80 and t & 7 in (0, 2) for t in range(256)], bool)
+#: tags `walk` reads: fields 1-15 of wire type varint (0) or length-delimited (2); field
+#: 0 does not exist (a run of zero bytes would otherwise walk as one field per 2 bytes)
+_TAG_OK = np.array([8 <= t < 0x80 and t & 7 in (0, 2) for t in range(256)], bool)
 
 
 @dataclass(slots=True)
@@ -64,9 +68,11 @@ def walk(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Fields:
     """Every field of every message `buf[starts[m]:ends[m]]` (see `Fields`).
 
     Only fields numbered 1-15 of wire types varint and length-delimited are walked; a
-    message with any other field is `bad` (the caller falls back to protobuf for it).
+    message with any other field, or more than `MAX_FIELDS` fields, is `bad` (the
+    caller falls back to protobuf for it).
     """
     n = len(starts)
+    steps = 0
     bad = np.zeros(n, bool)
     act = np.flatnonzero(starts < ends)  # the messages with a field left, their position
     cur = starts[act].astype(np.int64)  # and end
@@ -87,6 +93,10 @@ def walk(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Fields:
         parts.append((act, tag, value, at))
         more = nxt < end
         act, cur, end = act[more], nxt[more], end[more]
+        steps += 1
+        if steps == MAX_FIELDS and len(act):  # one step per field: protobuf takes the rest
+            bad[act] = True
+            break
     if not parts:
         empty = np.zeros(0, np.int64)
         return Fields(empty, np.zeros(0, np.uint8), np.zeros(0, np.uint64), empty, bad)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import itertools
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,10 +21,12 @@ import pytest
 from lumos.converters.chakra.attrs import make_attr
 from lumos.converters.chakra.files import find_et_sources
 from lumos.converters.chakra.stream import EtReader, write_et
-from lumos.errors import TraceFormatError
+from lumos.converters.chakra.varint import encode_varint
+from lumos.errors import ResourceLimitError, TraceFormatError
 from lumos.proto import pb
 from lumos.simulator import et_names, read_ranks
-from lumos.simulator.et_columns import read_columns
+from lumos.simulator.et_columns import CHUNK_BYTES, read_columns
+from lumos.simulator.et_wire import MAX_FIELDS
 from lumos.simulator.graph import COLL, COMP, RankGraph
 from lumos.simulator.graph_build import graph_from_et
 from lumos.simulator.graph_columns import graph_from_columns, parse_metadata, read_graph
@@ -225,3 +228,82 @@ def test_gzip_and_node_less_ranks_read_like_protobuf(tmp_path: Path) -> None:
     empty = _write(tmp_path / "e.0.et", [])
     (none,) = load_graphs(empty)
     assert len(none) == 0 and none.dep_ptr.tolist() == [0] and none.world_size == 2
+
+
+class _FrameBomb(io.RawIOBase):
+    """A metadata frame, then a frame header claiming `size` bytes, then zeros served on
+    demand (as a gzip bomb would): `served` counts what the reader asked for."""
+
+    def __init__(self, size: int) -> None:
+        head = pb.GlobalMetadata(version="0.0.4").SerializeToString()
+        self.prefix = encode_varint(len(head)) + head + encode_varint(size)
+        self.left = len(self.prefix) + size
+        self.served = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = min(len(buffer), self.left)
+        out = self.prefix[self.served : self.served + n]
+        buffer[:n] = out + bytes(n - len(out))
+        self.served += n
+        self.left -= n
+        return n
+
+
+def test_frame_over_the_limit_is_refused_before_it_is_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fuzz finding: the simulator's reader grew a frame chunk by chunk with no bound — a
+    3 MB .et.gz holding one 3 GB frame took > 4 GB and 8 CPU minutes (with the gzip ratio
+    limit raised). The frame size is checked from its header, as the ET reader does."""
+    bomb = _FrameBomb(3 << 30)
+    with pytest.raises(ResourceLimitError, match="LUMOS_MAX_FRAME_BYTES"):
+        read_columns(bomb, "bomb.0.et")
+    assert bomb.served <= 2 * CHUNK_BYTES
+    monkeypatch.setenv("LUMOS_MAX_FRAME_BYTES", str(1 << 20))
+    with pytest.raises(ResourceLimitError, match="frame at byte"):
+        read_columns(_FrameBomb((1 << 20) + 1), "bomb.0.et")
+
+
+def test_frame_longer_than_a_chunk_is_read_in_a_few_reads() -> None:
+    """A legitimate frame of several chunks is read by a growing buffer, not re-copied
+    chunk by chunk."""
+    head = pb.GlobalMetadata(version="0.0.4").SerializeToString()
+    node = pb.Node(id=1, name="n" * (5 * CHUNK_BYTES), type=COMP).SerializeToString()
+    raw = io.BytesIO(encode_varint(len(head)) + head + encode_varint(len(node)) + node)
+    reads: list[int] = []
+
+    class Counted(io.BufferedReader):
+        def read(self, n: int | None = -1) -> bytes:
+            reads.append(n or -1)
+            return super().read(n)
+
+        def readinto(self, buffer: Any) -> int:
+            reads.append(len(buffer))
+            return super().readinto(buffer)
+
+    _, cols = read_columns(Counted(raw), "big.0.et")  # type: ignore[arg-type]
+    assert cols.count == 1
+    assert len(reads) <= 6  # the buffer doubles: no read (and copy) per chunk
+
+
+def test_node_of_many_tiny_fields_costs_no_step_per_field(tmp_path: Path) -> None:
+    """Fuzz finding: the lock-step walk took one numpy step per field of the longest node;
+    a 1 MB node of zero bytes (field 0, 500k times) took 9 s and 460 MB, 2 MB twice that.
+    Field 0 ends the walk of a node, and a node past `MAX_FIELDS` goes to protobuf."""
+    import time
+
+    head = pb.GlobalMetadata(version="0.0.4").SerializeToString()
+    zeros = tmp_path / "z.0.et"
+    zeros.write_bytes(_frame(head) + _frame(bytes(1 << 20)))
+    began = time.process_time()
+    with pytest.raises(TraceFormatError, match="does not parse"):
+        read_graph(0, zeros.open("rb"), str(zeros))
+    many = _rank(30)
+    many[3].attr.extend(make_attr(f"a{i}", i) for i in range(20_000))  # 20k attr fields
+    path = _write(tmp_path / "m.0.et", many)
+    _assert_same(read_graph(0, path.open("rb"), str(path)), _plain(path))
+    assert time.process_time() - began < 3  # was > 10 s
+    assert MAX_FIELDS < 20_000
