@@ -55,8 +55,8 @@ def output_target(path: str | os.PathLike[str]) -> Path:
     """
     given = Path(path)
     real = Path(os.path.realpath(given))
-    try:
-        st = os.stat(real)
+    try:  # the given path first: /dev/stdout on a pipe resolves to no real path
+        st = os.stat(given)
     except FileNotFoundError:
         return real
     except OSError as exc:
@@ -66,6 +66,7 @@ def output_target(path: str | os.PathLike[str]) -> Path:
     if not stat.S_ISREG(st.st_mode):
         raise OutputError(
             f"{given}: is a special file (device, FIFO or socket); refusing to replace it"
+            " (-o - writes to stdout where a command can stream)"
         )
     return real
 

@@ -213,3 +213,37 @@ def test_export_force_deletes_only_a_bundle_lumos_wrote(tmp_path: Path) -> None:
     assert CliRunner().invoke(cli, [*args, "-o", str(bundle)]).exit_code == 0
     again = CliRunner().invoke(cli, [*args, "-o", str(bundle)])
     assert again.exit_code == 0 and (bundle / ".lumos-bundle").is_file()
+
+
+def test_dev_stdout_on_a_pipe_is_a_special_file(tmp_path: Path) -> None:
+    """`-o /dev/stdout` with stdout a pipe: the link resolves to `pipe:[N]`, no real path;
+    it said 'no such file or directory'. It is a FIFO: refused as a special file."""
+    read, write = os.pipe()
+    try:
+        with pytest.raises(OutputError, match="special file"), atomic_write(
+            f"/proc/self/fd/{write}"
+        ) as f:
+            f.write(b"x")
+    finally:
+        os.close(read)
+        os.close(write)
+    assert leftovers(tmp_path) == []
+
+
+def test_bundle_run_sh_and_files_respect_the_umask(tmp_path: Path) -> None:
+    """run.sh was chmod 0755 whatever the umask; now 0777 less the umask, like the rest."""
+    write_set(tmp_path / "set", world=2)
+    old = os.umask(0o027)
+    try:
+        result = CliRunner().invoke(
+            cli, ["export", "astra-sim", str(tmp_path / "set" / "t"), "--hw", "h100",
+                  "-o", str(tmp_path / "b")],
+        )  # fmt: skip
+    finally:
+        os.umask(old)
+    assert result.exit_code == 0, result.output
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "b").rglob("*")}
+    assert modes.pop("run.sh") == 0o750
+    assert modes.pop("workload") == 0o750
+    assert set(modes.values()) == {0o640}, modes
+    assert stat.S_IMODE((tmp_path / "b").stat().st_mode) == 0o750

@@ -33,6 +33,7 @@ from lumos.converters.astra_sim.run_script import WORKLOAD_DIR, run_script
 from lumos.converters.chakra.attrs import get_attr
 from lumos.converters.chakra.stream import with_node_count, write_et
 from lumos.errors import ExportError
+from lumos.outputs import umask
 from lumos.proto import pb
 from lumos.staging import staging_dir
 
@@ -104,4 +105,4 @@ def _write_files(folder: Path, files: BundleFiles) -> None:
     dump_astra_comm_groups(files.comm_groups, folder / "comm_group.json")
     script = folder / "run.sh"
     script.write_text(run_script(files.prefix, len(files.workloads), files.backend))
-    script.chmod(0o755)
+    script.chmod(0o777 & ~umask())  # executable, as the umask allows
