@@ -220,9 +220,10 @@ def test_dev_stdout_on_a_pipe_is_a_special_file(tmp_path: Path) -> None:
     it said 'no such file or directory'. It is a FIFO: refused as a special file."""
     read, write = os.pipe()
     try:
-        with pytest.raises(OutputError, match="special file"), atomic_write(
-            f"/proc/self/fd/{write}"
-        ) as f:
+        with (
+            pytest.raises(OutputError, match="special file"),
+            atomic_write(f"/proc/self/fd/{write}") as f,
+        ):
             f.write(b"x")
     finally:
         os.close(read)
@@ -247,3 +248,20 @@ def test_bundle_run_sh_and_files_respect_the_umask(tmp_path: Path) -> None:
     assert modes.pop("workload") == 0o750
     assert set(modes.values()) == {0o640}, modes
     assert stat.S_IMODE((tmp_path / "b").stat().st_mode) == 0o750
+
+
+def test_export_force_keeps_files_the_bundle_did_not_hold(tmp_path: Path) -> None:
+    """A lumos bundle with a user's file added (a run's log in it, notes): `--force`
+    deleted the whole folder. Now it names the file and refuses; a bundle holding only
+    what lumos wrote (rank files by the manifest's prefix) is still replaced."""
+    write_set(tmp_path / "set", 2)
+    bundle = tmp_path / "bundle"
+    args = ["export", "astra-sim", str(tmp_path / "set" / "t"), "--hw", "h100", "--force"]
+    assert CliRunner().invoke(cli, [*args, "-o", str(bundle)]).exit_code == 0
+    for extra in ("astra.log", "workload/t.7.et"):
+        (bundle / extra).write_text("mine")
+        refused = CliRunner().invoke(cli, [*args, "-o", str(bundle)])
+        assert refused.exit_code == 5 and extra in refused.output, refused.output
+        assert (bundle / extra).read_text() == "mine"
+        (bundle / extra).unlink()
+    assert CliRunner().invoke(cli, [*args, "-o", str(bundle)]).exit_code == 0

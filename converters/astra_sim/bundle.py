@@ -27,7 +27,7 @@ from lumos.converters.astra_sim.config_files import (
     dump_astra_network,
     dump_astra_system,
 )
-from lumos.converters.astra_sim.manifest import MARKER, Manifest, write_manifest
+from lumos.converters.astra_sim.manifest import MARKER, Manifest, read_manifest, write_manifest
 from lumos.converters.astra_sim.preflight import PreflightReport, preflight_bundle
 from lumos.converters.astra_sim.run_script import WORKLOAD_DIR, run_script
 from lumos.converters.chakra.attrs import get_attr
@@ -72,6 +72,13 @@ def write_bundle(
             f"{out_dir} exists and is not a bundle lumos wrote (no {MARKER} in it); "
             "refusing to delete it, even with --force: choose another -o"
         )
+    foreign = _foreign_files(target) if target.exists() else []
+    if foreign:
+        raise ExportError(
+            f"{out_dir} holds files the bundle lumos wrote did not ({', '.join(foreign[:3])}"
+            f"{', ...' if len(foreign) > 3 else ''}); refusing to delete them, even with "
+            "--force: move them out or choose another -o"
+        )
     tmp = staging_dir(target)
     try:
         _write_files(tmp, files)
@@ -106,3 +113,23 @@ def _write_files(folder: Path, files: BundleFiles) -> None:
     script = folder / "run.sh"
     script.write_text(run_script(files.prefix, len(files.workloads), files.backend))
     script.chmod(0o777 & ~umask())  # executable, as the umask allows
+
+
+_BUNDLE_FILES = {MARKER, "README.md", "system.json", "network.yml", "memory.json"}
+_BUNDLE_FILES |= {"comm_group.json", "run.sh", WORKLOAD_DIR}
+
+
+def _foreign_files(bundle: Path) -> list[str]:
+    """Files in a bundle lumos wrote that the export did not write (a run's log, notes):
+    `--force` must not delete them. Rank files are told by the manifest's prefix."""
+    manifest = read_manifest(bundle, [])
+    ranks = {f"{manifest.prefix}.{r}.et" for r in range(manifest.world_size)} if manifest else None
+    found = [p.name for p in bundle.iterdir() if p.name not in _BUNDLE_FILES]
+    workload = bundle / WORKLOAD_DIR
+    if workload.is_dir():
+        found += [
+            f"{WORKLOAD_DIR}/{p.name}"
+            for p in workload.iterdir()
+            if (p.name not in ranks if ranks is not None else p.suffix != ".et")
+        ]
+    return sorted(found)
