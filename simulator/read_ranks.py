@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import io
 import os
-import tarfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lumos.converters.chakra.archive import open_tar, read_member
 from lumos.converters.chakra.compressed import GZIP_MAGIC, decompressing, open_file
 from lumos.converters.chakra.files import EtSource
 from lumos.errors import TraceFormatError
@@ -166,11 +166,8 @@ def _read_source(source: EtSource, repair: bool) -> RankGraph:
     if source.archive is None:
         stream = open_file(source.path)
     else:
-        with tarfile.open(source.archive) as tar:
-            handle = tar.extractfile(source.member or "")
-            if handle is None:
-                raise TraceFormatError(source.path, "tar member is not a regular file")
-            stream = decompressing(io.BytesIO(handle.read()), source.path)
+        raw = read_member(source.archive, source.member or "", source.path)
+        stream = decompressing(io.BytesIO(raw), source.path)
     with stream:
         return read_graph(source.rank, stream, source.path, repair)
 
@@ -182,7 +179,7 @@ def _read_tar(
     index every time)."""
     wanted = {s.member: s for s in sources}
     data: dict[str, bytes] = {}
-    with tarfile.open(archive) as tar:
+    with open_tar(archive) as tar:
         for member in tar:
             if member.name in wanted and member.isfile():
                 handle = tar.extractfile(member)

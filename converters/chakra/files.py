@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from lumos.converters.chakra.archive import open_tar, read_member
 from lumos.converters.chakra.compressed import decompressing
 from lumos.converters.chakra.stream import EtReader
 from lumos.errors import RankSetError, TraceFormatError
@@ -35,11 +36,7 @@ class EtSource:
         """Open the stream for reading (members of a tar are read into memory)."""
         if self.archive is None:
             return EtReader(self.path)
-        with tarfile.open(self.archive) as tar:
-            handle = tar.extractfile(self.member or "")
-            if handle is None:
-                raise TraceFormatError(self.path, "tar member is not a regular file")
-            data = handle.read()
+        data = read_member(self.archive, self.member or "", self.path)
         return EtReader(self.path, stream=decompressing(io.BytesIO(data), self.path))
 
 
@@ -52,7 +49,7 @@ def _parse_name(name: str) -> tuple[str, int] | None:
 
 def _from_tar(path: Path) -> list[EtSource]:
     out = []
-    with tarfile.open(path) as tar:
+    with open_tar(path) as tar:
         for member in tar.getmembers():
             base = Path(member.name).name
             parsed = _parse_name(base)

@@ -12,11 +12,11 @@ held to ranks 0..n-1 without gaps.
 from __future__ import annotations
 
 import io
-import tarfile
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lumos.converters.chakra.archive import open_tar
 from lumos.converters.chakra.compressed import decompressing
 from lumos.converters.chakra.files import EtSource
 from lumos.converters.chakra.stream import EtReader
@@ -68,7 +68,7 @@ def read_headers(sources: Sequence[EtSource]) -> list[RankHeader]:
     heads: dict[str, pb.GlobalMetadata] = {}
     if archived:
         wanted = {s.member: s for s in archived}
-        with tarfile.open(archived[0].archive or "") as tar:
+        with open_tar(archived[0].archive or "") as tar:
             for member in tar:
                 source = wanted.get(member.name)
                 handle = tar.extractfile(member) if source is not None else None

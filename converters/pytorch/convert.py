@@ -19,7 +19,6 @@ import ctypes
 import gc
 import logging
 import os
-import tarfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -30,6 +29,7 @@ import numpy as np
 
 from lumos import __version__
 from lumos.converters.chakra import conventions as cv
+from lumos.converters.chakra.archive import open_tar
 from lumos.converters.chakra.attrs import make_attr
 from lumos.converters.chakra.set_output import rank_set_output
 from lumos.converters.pytorch import forked
@@ -243,7 +243,7 @@ def _json_bytes(source: TraceFile | None) -> int:
     if source is None:
         return 0
     if source.archive is not None:
-        with tarfile.open(source.archive) as tar:
+        with open_tar(source.archive) as tar:
             size = tar.getmember(source.member or "").size
     else:
         size = os.path.getsize(source.path)

@@ -13,7 +13,6 @@ of a tar archive.
 
 from __future__ import annotations
 
-import io
 import re
 import tarfile
 from collections import Counter
@@ -24,6 +23,7 @@ from typing import IO, Any
 
 import orjson
 
+from lumos.converters.chakra.archive import open_member, open_tar
 from lumos.converters.chakra.compressed import decompressing
 from lumos.errors import TraceFormatError
 
@@ -47,11 +47,7 @@ class TraceFile:
         if self.archive is None:
             raw: IO[bytes] = open(self.path, "rb")  # noqa: SIM115 - caller closes
         else:
-            tar = tarfile.open(self.archive)  # noqa: SIM115 - kept open by the member
-            handle = tar.extractfile(self.member or "")
-            if handle is None:
-                raise TraceFormatError(self.path, "tar member is not a regular file")
-            raw = io.BufferedReader(handle)  # type: ignore[type-var]
+            raw = open_member(self.archive, self.member or "", self.path)
         return decompressing(raw, self.path, CHUNK_BYTES)
 
 
@@ -63,7 +59,7 @@ def expand_inputs(paths: list[str | Path]) -> list[TraceFile]:
         if path.is_dir():
             out += expand_inputs(sorted(p for p in path.iterdir() if _is_trace_name(p.name)))
         elif path.is_file() and _is_tar(path):
-            with tarfile.open(path) as tar:
+            with open_tar(path) as tar:
                 for member in tar.getmembers():
                     base = Path(member.name).name
                     if member.isfile() and not base.startswith("._") and _is_trace_name(base):
