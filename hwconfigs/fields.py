@@ -17,15 +17,90 @@ REQUIRED = object()
 Parser = Callable[[Any, str], Any]
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """yaml's safe loader (no Python tags) that refuses a key given twice in one mapping
+    (plain PyYAML keeps the last one silently: `num_nodes: 64` ... `num_nodes: 4`) and a
+    document whose aliases expand it past `MAX_YAML_VALUES` (checked on the composed
+    nodes, before anything is built or printed)."""
+
+    def get_single_node(self) -> yaml.Node | None:
+        node = super().get_single_node()
+        if node is not None and _expanded_size(node) > MAX_YAML_VALUES:
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                f"its aliases expand it to more than {MAX_YAML_VALUES:,} values "
+                "(an alias bomb, 'billion laughs')",
+                node.start_mark,
+            )
+        return node
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[str] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue
+            key = key_node.value
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} given twice", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+#: values a YAML document may expand to through its aliases (shipped configs: < 1,000)
+MAX_YAML_VALUES = 100_000
+
+
+def _expanded_size(root: yaml.Node) -> int:
+    """Values `root` stands for once every alias is expanded (each shared node counted
+    at each use), without expanding it. Raises yaml.YAMLError for an alias to itself."""
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if id(node) in sizes:
+            continue
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        else:
+            children = []
+        if done:
+            sizes[id(node)] = 1 + sum(sizes[id(c)] for c in children)
+            open_.discard(id(node))
+            continue
+        if id(node) in open_:
+            raise yaml.composer.ComposerError(
+                None, None, "an alias refers to the value that holds it", node.start_mark
+            )
+        open_.add(id(node))
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in sizes)
+    return sizes[id(root)]
+
+
+def load_yaml(text: str) -> Any:
+    """YAML text as data: safe tags only, a key given twice is a yaml.YAMLError."""
+    return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader: no Python tags
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text())
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return data

@@ -69,6 +69,7 @@ from lumos.hwconfigs.schema import (
     SystemSpec,
     Transport,
 )
+from lumos.limits import MAX_RANKS
 
 ROOT = Path(__file__).resolve().parent
 KINDS = ("gpus", "nodes", "fabrics", "systems")
@@ -213,12 +214,16 @@ def load_system(name_or_path: str | Path, *, num_nodes: int | None = None) -> Sy
     """A whole system by short name (`h100`, `a100`, `h100-roce`) or YAML path.
 
     `num_nodes` overrides the file's node count (a trace of 16 ranks on 8-GPU nodes needs 2).
-    Raises ConfigError naming the file and key on any problem.
+    Raises ConfigError naming the file and key on any problem, ResourceLimitError past
+    `LUMOS_MAX_RANKS` GPUs.
     """
     path = _resolve("systems", name_or_path)
     system = _system(_read_yaml(path), str(path), path.parent)
     if num_nodes is not None:
         system = replace(system, num_nodes=_count(num_nodes, "num_nodes"))
+    MAX_RANKS.check(
+        system.num_nodes * system.node.gpus_per_node, f"{path}: GPUs (num_nodes x gpus)"
+    )
     return system
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from lumos.errors import ResourceLimitError
+from lumos.errors import ConfigError, ResourceLimitError
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,13 +24,26 @@ class Limit:
 
     @property
     def value(self) -> int:
+        """The limit: the variable's value if set, else the default.
+
+        Raises ConfigError if the variable is set to anything but a whole number >= 1
+        (`1e6` and `1_000_000` are whole numbers; `abc`, `0`, `-1`, `2.5` are not), rather
+        than falling back to the default silently or refusing every input.
+        """
         raw = os.environ.get(self.env)
-        if raw is None:
+        if raw is None or not raw.strip():
             return self.default
         try:
-            return int(raw)
-        except ValueError:
-            return self.default
+            number = float(raw) if any(c in raw for c in ".eE") else int(raw)
+            value = int(number)
+            if value != number or value < 1:
+                raise ValueError
+        except (ValueError, OverflowError):
+            raise ConfigError(
+                f"{self.env}={raw!r}: not a whole number >= 1 (unset it for the default, "
+                f"{self.default:,})"
+            ) from None
+        return value
 
     def check(self, value: int, what: str | None = None) -> int:
         """`value` itself. Raises ResourceLimitError if it is above the limit."""
@@ -49,8 +62,17 @@ MAX_GZIP_RATIO = Limit("LUMOS_MAX_GZIP_RATIO", 200, "gzip expansion ratio")
 GZIP_RATIO_AFTER = 64 << 20
 #: ASTRA-sim `active-chunks-per-dimension` and `preferred-dataset-splits`.
 MAX_CHUNKS = Limit("LUMOS_MAX_CHUNKS", 4096, "chunks per collective")
+#: micro-batches of one generated step (gbs / (mbs x dp)); published runs use < 10,000.
+MAX_MICROBATCHES = Limit("LUMOS_MAX_MICROBATCHES", 1 << 20, "micro-batches per step")
+
+
+def check_environment() -> None:
+    """Read every limit once, so a garbage LUMOS_MAX_* value is refused before any work
+    (raises ConfigError naming the variable)."""
+    for limit in all_limits():
+        _ = limit.value
 
 
 def all_limits() -> tuple[Limit, ...]:
     """Every limit, for the documentation and `--help`."""
-    return (MAX_RANKS, MAX_FRAME_BYTES, MAX_GZIP_RATIO, MAX_CHUNKS)
+    return (MAX_RANKS, MAX_FRAME_BYTES, MAX_GZIP_RATIO, MAX_CHUNKS, MAX_MICROBATCHES)

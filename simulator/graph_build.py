@@ -9,7 +9,6 @@ attributes are handled node by node, only on the nodes that carry them.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain
 from operator import attrgetter
@@ -313,7 +312,4 @@ def fill_metadata(g: RankGraph, metadata: pb.GlobalMetadata) -> None:
         g.node_count = int(meta[cv.META_NODE_COUNT])
     groups = meta.get(cv.META_PROCESS_GROUPS)
     if groups:
-        try:
-            g.process_groups = {str(k): tuple(v) for k, v in json.loads(groups).items()}
-        except (ValueError, TypeError, AttributeError):
-            g.process_groups = {}
+        g.process_groups, _ = cv.parse_process_groups(groups)  # malformed: {} (validate says)

@@ -32,6 +32,7 @@ from lumos.converters.astra_sim.config import (
     SchedulingPolicy,
 )
 from lumos.errors import ConfigError
+from lumos.hwconfigs.fields import load_yaml
 from lumos.limits import MAX_CHUNKS, MAX_RANKS
 
 
@@ -221,6 +222,8 @@ def _read_json(path: str | Path) -> Any:
         raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: invalid JSON: {exc}") from exc
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid JSON: nested too deeply") from None
 
 
 def load_astra_system(path: str | Path) -> AstraSystemConfig:
@@ -233,13 +236,15 @@ def load_astra_network(path: str | Path) -> AstraNetworkConfig:
     import yaml  # here: `simulate` imports this module for its JSON readers too
 
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        data = load_yaml(Path(path).read_text())
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
     return network_from_dict(data, str(path))
 
 

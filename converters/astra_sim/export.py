@@ -8,7 +8,6 @@ through the pre-flight (`astra_bundle`). Library entry point: `export_astra_sim`
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +15,11 @@ from typing import Any
 
 from lumos.converters.astra_sim.bundle import BundleFiles, write_bundle
 from lumos.converters.astra_sim.config import AstraCommGroups, AstraNetworkConfig, AstraSystemConfig
-from lumos.converters.astra_sim.config_files import load_astra_network, load_astra_system
+from lumos.converters.astra_sim.config_files import (
+    load_astra_network,
+    load_astra_system,
+    load_pg_ranks,
+)
 from lumos.converters.astra_sim.graph import build_rank_graph
 from lumos.converters.astra_sim.groups import GroupTable
 from lumos.converters.astra_sim.hw import astra_memory, astra_network, astra_system, one_dimensional
@@ -101,13 +104,13 @@ def export_astra_sim(request: ExportRequest) -> ExportSummary:
     check_ranks([s.rank for s in sources], network.num_npus)
     groups = GroupTable(world)
     if request.comm_groups_file is not None:
-        data = json.loads(Path(request.comm_groups_file).read_text())
+        data = load_pg_ranks(request.comm_groups_file)  # checked: ConfigError naming it
         groups.load_id_file(data, str(request.comm_groups_file))
     loaded = []
     for source in sources:
         with source.open() as reader:
             nodes = list(reader)
-            groups.learn(reader.metadata, nodes)
+            groups.learn(reader.metadata, nodes, source.path)
         loaded.append((source, nodes))
     exports: list[RankExport] = []
     problems: list[str] = []

@@ -10,14 +10,19 @@ dimension; a sub-group always runs as a one-dimensional ring).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import orjson
+
 from lumos.converters.chakra.attrs import get_attr
-from lumos.converters.chakra.conventions import META_PROCESS_GROUPS, PG_RANKS
-from lumos.errors import ExportError
+from lumos.converters.chakra.conventions import (
+    META_PROCESS_GROUPS,
+    PG_RANKS,
+    parse_process_groups,
+)
+from lumos.errors import ConfigError, ExportError
 from lumos.proto import pb
 
 _STOI = re.compile(r"^\s*([+-]?\d+)")
@@ -41,12 +46,21 @@ class GroupTable:
     ids: dict[tuple[int, ...], int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
-    def learn(self, metadata: pb.GlobalMetadata, nodes: Sequence[pb.Node]) -> None:
-        """Record the groups a rank's file declares (metadata attr, PyTorch pg-init node)."""
+    def learn(self, metadata: pb.GlobalMetadata, nodes: Sequence[pb.Node], source: str) -> None:
+        """Record the groups a rank's file declares (metadata attr, PyTorch pg-init node).
+
+        Raises ExportError naming `source` if its `process_groups` is malformed.
+        """
         declared = get_attr(metadata, META_PROCESS_GROUPS)
-        if isinstance(declared, str) and declared:
-            for name, ranks in json.loads(declared).items():
-                self._name(str(name), ranks)
+        if declared is not None and declared != "":
+            groups, why = parse_process_groups(declared)
+            if why is not None:
+                raise ExportError(
+                    f"{source}: metadata process_groups {why}: {str(declared)[:80]!r} "
+                    "(`lumos et validate` lists every problem)"
+                )
+            for name, ranks in groups.items():
+                self._name(name, ranks)
         for node in nodes:
             if node.type == pb.METADATA_NODE and node.name == PG_INIT and node.inputs.values:
                 self._pg_init(node.inputs.values)
@@ -56,7 +70,7 @@ class GroupTable:
         for key, ranks in groups.items():
             gid = stoi(key)
             if gid is None:
-                raise ExportError(f"{source}: comm-group key {key!r} is not an integer")
+                raise ConfigError(f"{source}: comm-group key {key!r} is not an integer")
             self.by_id[gid] = tuple(sorted(int(r) for r in ranks)) or tuple(range(self.world))
             if gid == 0:
                 self.notes.append(
@@ -115,14 +129,16 @@ class GroupTable:
 
     def _pg_init(self, values: str) -> None:
         try:
-            parsed = json.loads(values)
+            parsed = orjson.loads(values)
             if isinstance(parsed, list) and parsed and isinstance(parsed[0], str):
-                parsed = json.loads(parsed[0])
+                parsed = orjson.loads(parsed[0])
         except ValueError:
             return
         for item in parsed if isinstance(parsed, list) else []:
             if isinstance(item, dict) and "pg_name" in item:
-                self._name(str(item["pg_name"]), item.get("ranks") or [])
+                ranks = item.get("ranks") or []
+                if isinstance(ranks, list) and all(type(r) is int and r >= 0 for r in ranks):
+                    self._name(str(item["pg_name"]), ranks)
 
 
 def involved_dims(members: Sequence[int], npus_count: Sequence[int]) -> list[bool]:

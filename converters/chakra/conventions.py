@@ -9,6 +9,9 @@ so the documentation cannot drift from the code.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import orjson
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +200,24 @@ META_ATTRS: tuple[AttrSpec, ...] = (
         "the degree (shapes are kept; work scales by traced/new degree)",
     ),
 )
+
+
+def parse_process_groups(text: Any) -> tuple[dict[str, tuple[int, ...]], str | None]:
+    """The `process_groups` metadata value as {name: sorted members}, or ({}, why not).
+
+    Every reader (validate, simulate, export, what-if) parses it here, so malformed text
+    (not JSON, nested past JSON's depth limit, not {name: [ranks]}, ranks that are not
+    whole numbers >= 0) is told apart the same way and never raises.
+    """
+    try:
+        value = orjson.loads(text)
+    except (orjson.JSONDecodeError, TypeError):
+        return {}, "is not JSON"
+    if not isinstance(value, dict) or not all(
+        isinstance(v, list) and all(type(r) is int and r >= 0 for r in v) for v in value.values()
+    ):
+        return {}, "is not an object of rank lists"
+    return {str(k): tuple(sorted(v)) for k, v in value.items()}, None
 
 
 def attributes_markdown() -> str:

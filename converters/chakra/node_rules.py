@@ -12,9 +12,8 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from lumos.converters.chakra.attrs import STANDARD_FIELDS, attr_field, attr_value
+from lumos.converters.chakra.conventions import parse_process_groups
 from lumos.proto import pb
 
 COMM_TYPES = set(pb.CollectiveCommType.values())
@@ -155,19 +154,7 @@ def check_metadata(meta: pb.GlobalMetadata, path: str, out: list[Problem]) -> di
     for attr in meta.attr:
         if attr.name != "process_groups":
             continue
-        reason = None
-        try:
-            value = orjson.loads(attr_value(attr) or "")
-        except (orjson.JSONDecodeError, TypeError):
-            value, reason = None, "is not JSON"
-        if reason is None and not (
-            isinstance(value, dict)
-            and all(
-                isinstance(v, list) and all(isinstance(r, int) and r >= 0 for r in v)
-                for v in value.values()
-            )
-        ):
-            reason = "is not an object of rank lists"
+        value, reason = parse_process_groups(attr_value(attr) or "")
         if reason is not None:
             out.append(
                 Problem(

@@ -21,6 +21,7 @@ from lumos.converters.chakra.compressed import decompressing
 from lumos.converters.chakra.files import EtSource
 from lumos.converters.chakra.stream import EtReader
 from lumos.errors import RankSetError
+from lumos.limits import MAX_RANKS
 from lumos.proto import pb
 
 META_RANK, META_WORLD, META_SET = "rank", "world_size", "set_id"
@@ -53,10 +54,17 @@ def _str_attr(meta: pb.GlobalMetadata, name: str) -> str | None:
 
 
 def header_of(source: EtSource, meta: pb.GlobalMetadata) -> RankHeader:
-    """The rank-set fields of one file's metadata."""
-    return RankHeader(
-        source, _int_attr(meta, META_RANK), _int_attr(meta, META_WORLD), _str_attr(meta, META_SET)
-    )
+    """The rank-set fields of one file's metadata.
+
+    Raises ResourceLimitError if the file's name or metadata states a rank or world size
+    above `limits.MAX_RANKS` (a set is checked rank by rank against it).
+    """
+    rank, world = _int_attr(meta, META_RANK), _int_attr(meta, META_WORLD)
+    MAX_RANKS.check(source.rank, f"{source.path}: rank in the file name")
+    for value, what in ((rank, "rank"), (world, "world_size")):
+        if value is not None:
+            MAX_RANKS.check(value, f"{source.path}: metadata {what}")
+    return RankHeader(source, rank, world, _str_attr(meta, META_SET))
 
 
 def read_headers(sources: Sequence[EtSource]) -> list[RankHeader]:
@@ -85,6 +93,22 @@ def read_headers(sources: Sequence[EtSource]) -> list[RankHeader]:
                 meta = reader.metadata
         out.append(header_of(source, meta))
     return out
+
+
+def _gaps(present: Sequence[int], end: int) -> tuple[int, str]:
+    """(how many, `0-2, 5`) of the ranks in [0, end) not in `present`, without listing
+    them one by one (`end` may be a hostile world size); the text names 20 runs at most."""
+    runs: list[tuple[int, int]] = []
+    nxt = 0
+    for r in sorted({p for p in present if 0 <= p < end}):
+        if r > nxt:
+            runs.append((nxt, r - 1))
+        nxt = r + 1
+    if nxt < end:
+        runs.append((nxt, end - 1))
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs[:20])
+    more = f" and {len(runs) - 20:,} more runs" if len(runs) > 20 else ""
+    return sum(b - a + 1 for a, b in runs), text + more
 
 
 def _ranges(ranks: Sequence[int]) -> str:
@@ -141,17 +165,14 @@ def rank_set_problems(headers: Sequence[RankHeader]) -> tuple[list[str], list[st
                 f"rank(s) {_ranges(foreign)} are outside the job's world size {world} "
                 f"(e.g. {where})"
             )
-        absent = sorted(set(range(world)) - set(present))
-        if absent:
-            missing.append(
-                f"{len(absent)} of {world} ranks are missing: {_ranges(absent)} (next to {where})"
-            )
+        count, text = _gaps(present, world)
+        if count:
+            missing.append(f"{count:,} of {world:,} ranks are missing: {text} (next to {where})")
     elif present:
-        absent = sorted(set(range(max(present) + 1)) - set(present))
-        if absent:
+        count, text = _gaps(present, max(present) + 1)
+        if count:
             missing.append(
-                f"ranks {_ranges(absent)} are missing between 0 and {max(present)} "
-                f"(next to {where})"
+                f"ranks {text} are missing between 0 and {max(present)} (next to {where})"
             )
     return errors, missing
 

@@ -71,7 +71,7 @@ def iter_frames(stream: IO[bytes], name: str) -> Iterator[tuple[int, bytes]]:
                 continue
             raise TraceFormatError(name, str(exc), where=f"byte {base + exc.offset}") from None
         if size > max_frame:
-            MAX_FRAME_BYTES.check(size, f"{name}: frame at byte {base + pos} (bytes)")
+            MAX_FRAME_BYTES.check(size, f"{name}: frame at byte {base + pos}: size in bytes")
         end = body + size
         while end > len(buf) and not eof:
             chunk = stream.read(max(CHUNK_BYTES, end - len(buf)))

@@ -306,7 +306,8 @@ def validate_sources(
             files.append(check_file(source, world))
         except LumosError as exc:
             fc = FileCheck(source)
-            fc.problems.append(Problem("unreadable", Severity.ERROR, source.path, str(exc)))
+            text = str(exc).removeprefix(f"{source.path}: ")  # the problem names the file
+            fc.problems.append(Problem("unreadable", Severity.ERROR, source.path, text))
             files.append(fc)
     cross = _rank_set(files, allow_partial) + _same_members(files)
     return ValidationReport(files, cross + check_cross_rank(files))
@@ -321,6 +322,11 @@ def _rank_set(files: list[FileCheck], allow_partial: bool) -> list[Problem]:
     return out + [Problem("rank-missing", severity, where, m) for m in missing]
 
 
+def _some(names: list[str]) -> str:
+    """At most 8 names, and how many more (a trace may declare a million groups)."""
+    return f"{names[:8]}" + (f" and {len(names) - 8:,} more" if len(names) > 8 else "")
+
+
 def _same_members(files: list[FileCheck]) -> list[Problem]:
     """Two process groups with the same members are two communicators, yet a simulator
     that matches collectives by members takes them for one (warning)."""
@@ -333,7 +339,7 @@ def _same_members(files: list[FileCheck]) -> list[Problem]:
             "pg-same-members",
             Severity.WARNING,
             files[0].source.path,
-            f"process groups {sorted(names)} have the same members {list(members)[:8]}; "
+            f"process groups {_some(sorted(names))} have the same members {list(members)[:8]}; "
             "their collectives are matched by group name here, by members in simulation",
         )
         for members, names in by_members.items()

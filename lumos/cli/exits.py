@@ -26,6 +26,7 @@ from lumos.errors import (
     TraceFormatError,
     ValidationError,
 )
+from lumos.limits import check_environment
 from lumos.outputs import describe
 
 EXIT_PROBLEMS = 1
@@ -111,6 +112,7 @@ def install_signal_handlers() -> None:
 def guarded(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run a command body; turn whatever ends it into one message and an exit code."""
     try:
+        check_environment()
         return func(*args, **kwargs)
     except click.exceptions.Exit:
         raise

@@ -8,7 +8,6 @@ trace stays usable for the side-by-side comparison. From here a set is written b
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -111,7 +110,7 @@ def process_groups(ets: EtSet) -> dict[str, tuple[int, ...]]:
     for r in ets.ranks:
         text = get_attr(r.metadata, cv.META_PROCESS_GROUPS)
         if text:
-            groups.update({k: tuple(int(x) for x in v) for k, v in json.loads(text).items()})
+            groups.update(cv.parse_process_groups(text)[0])  # malformed: none (validate says)
     return groups
 
 

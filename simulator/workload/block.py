@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lumos.errors import SimulationError
 from lumos.simulator.graph import COLL, COMP, RECV, SEND
 
 COMPUTE, TP_STREAM, DP_STREAM, PP_SEND, PP_RECV, CP_SEND, CP_RECV = 7, 21, 22, 23, 24, 25, 26
@@ -137,7 +138,13 @@ class Block:
         self.marks[key] = idx
 
     def freeze(self) -> Frozen:
-        cols = {c: np.asarray(v, np.int64) for c, v in self.cols.items()}
+        try:
+            cols = {c: np.asarray(v, np.int64) for c, v in self.cols.items()}
+        except OverflowError:  # a plan with sizes no GPU holds (mbs x seq in the billions)
+            raise SimulationError(
+                "a FLOP or byte count of the generated step exceeds 64 bits: the plan's "
+                "sizes (mbs x seq x hidden) are too large"
+            ) from None
         pairs = np.asarray(self.deps, np.int64).reshape(-1, 2)
         comp = np.flatnonzero((cols["type"] == COMP) & (cols["stream"] == COMPUTE))
         first, last = (int(comp[0]), int(comp[-1])) if comp.size else (-1, -1)

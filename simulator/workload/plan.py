@@ -19,6 +19,7 @@ from enum import Enum
 from typing import Any
 
 from lumos.errors import ConfigError
+from lumos.limits import MAX_MICROBATCHES, MAX_RANKS
 from lumos.simulator.workload.spec import ModelSpec
 
 
@@ -108,6 +109,8 @@ class ParallelPlan:
                 raise ConfigError(f"plan: {key} must be >= 1, got {getattr(self, key)}")
         if self.zero not in (0, 1, 3):
             raise ConfigError(f"plan: zero must be 0, 1 or 3, got {self.zero}")
+        MAX_RANKS.check(self.world, "plan: world size (tp x pp x dp x cp)")
+        MAX_MICROBATCHES.check(self.microbatches, "plan: micro-batches per step (gbs / mbs / dp)")
         if self.gbs % (self.mbs * self.dp):
             raise ConfigError(
                 f"plan: gbs {self.gbs} is not a multiple of mbs x dp = {self.mbs * self.dp}"

@@ -165,3 +165,32 @@ def test_file_cut_at_a_frame_boundary_is_an_error(tmp_path: Path) -> None:
     ):
         list(reader)
     assert codes(folder) == {"unreadable": "error"}
+
+
+@pytest.mark.parametrize("bomb", ["metadata-world", "name-rank", "foreign-name-rank"])
+def test_world_size_or_rank_of_a_billion_is_a_limit_not_24_gb(tmp_path: Path, bomb: str) -> None:
+    """Audit finding: an ET set whose metadata says world_size 1e9 (or a file named
+    `t.99999999999.et`) made every command list the missing ranks one by one: 24 GB,
+    killed after 40 s. The header is held to LUMOS_MAX_RANKS; the gaps are counted as
+    runs. Run in a child under a 2 GB address-space cap, so a regression fails, not the
+    machine."""
+    import resource
+    import subprocess
+    import sys
+
+    if bomb == "metadata-world":
+        folder = write_set(tmp_path / "s", 10**9, ranks=[0, 1])
+    else:
+        folder = write_set(tmp_path / "s", 2, own_meta=bomb == "name-rank")
+        (folder / "t.1.et").rename(folder / "t.99999999999.et")
+    lumos = Path(sys.executable).with_name("lumos")
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    for args in (["simulate", str(folder / "t")], ["et", "validate", str(folder)]):
+        done = subprocess.run(
+            [str(lumos), *args], capture_output=True, text=True, timeout=60, preexec_fn=cap
+        )
+        said = done.stdout + done.stderr  # validate reports on stdout
+        assert done.returncode in (1, 7) and "LUMOS_MAX_RANKS" in said, said
