@@ -203,7 +203,7 @@ META_ATTRS: tuple[AttrSpec, ...] = (
 
 
 def parse_process_groups(text: Any) -> tuple[dict[str, tuple[int, ...]], str | None]:
-    """The `process_groups` metadata value as {name: sorted members}, or ({}, why not).
+    """The `process_groups` metadata value as {name: members in their order}, or ({}, why not).
 
     Every reader (validate, simulate, export, what-if) parses it here, so malformed text
     (not JSON, nested past JSON's depth limit, not {name: [ranks]}, ranks that are not
@@ -217,7 +217,7 @@ def parse_process_groups(text: Any) -> tuple[dict[str, tuple[int, ...]], str | N
         isinstance(v, list) and all(type(r) is int and r >= 0 for r in v) for v in value.values()
     ):
         return {}, "is not an object of rank lists"
-    return {str(k): tuple(sorted(v)) for k, v in value.items()}, None
+    return {str(k): tuple(v) for k, v in value.items()}, None
 
 
 def attributes_markdown() -> str:
