@@ -9,7 +9,11 @@ is priced α-β with an achieved-bandwidth efficiency by message size (`LinkSpec
 `NcclPricer` implements the simulator's `CollectivePricer`: it maps the Chakra collective
 type to an algorithm module of `lumos.simulator.network.collectives` (ring, tree, nvls, direct,
 hierarchical), named in the system's `collectives` section or picked NCCL-like as the
-fastest that supports the group (`auto`). Ranks map to nodes by rank // gpus_per_node.
+fastest that supports the group (`auto`) among the algorithms NCCL itself has for that
+collective (`NCCL_AUTO`): all-gather and reduce-scatter are rings in NCCL (its tuning model
+considers only Ring for them, NVLS inside an H100 node aside), so `auto` never prices them
+as a one-latency direct exchange or a hierarchical pipeline. Ranks map to nodes by
+rank // gpus_per_node.
 """
 
 from __future__ import annotations
@@ -89,6 +93,26 @@ class Topology:
         return self.nic_link(self.shape((src, dst))).transfer_ns(size_bytes)
 
 
+#: Collectives each algorithm may be picked for by `auto`: the ones NCCL runs it for. NCCL's
+#: tuning (src/graph/tuning.cc, 2.8 through 2.19) prices AllGather / ReduceScatter with Ring
+#: only (NVLS in one node, CollNet with SHARP: not modelled here), AllReduce with Ring, Tree,
+#: NVLS and NVLS-Tree (`hierarchical` stands for the last), AllToAll as point-to-point
+#: sends to every peer (`direct`). `None`: every collective. A configured name still forces
+#: any algorithm that supports the collective.
+NCCL_AUTO: dict[str, tuple[Kind, ...] | None] = {
+    "ring": None,
+    "tree": (Kind.ALL_REDUCE, Kind.BROADCAST, Kind.REDUCE, Kind.BARRIER),
+    "nvls": (Kind.ALL_REDUCE, Kind.BARRIER),
+    "direct": (Kind.ALL_TO_ALL, Kind.GATHER, Kind.SCATTER),
+    "hierarchical": (Kind.ALL_REDUCE,),
+}
+
+
+def _auto_candidate(name: str, kind: Kind) -> bool:
+    kinds = NCCL_AUTO.get(name)
+    return kinds is None or kind in kinds
+
+
 class NcclPricer:
     """CollectivePricer for a lumos SystemSpec: NCCL-like algorithms over α-β links."""
 
@@ -108,7 +132,7 @@ class NcclPricer:
         options = [
             (algo.time_ns(kind, size_bytes, shape, self.topology), name)
             for name, algo in ALGORITHMS.items()
-            if algo.supports(kind, shape, self.topology)
+            if _auto_candidate(name, kind) and algo.supports(kind, shape, self.topology)
         ]
         best_ns, best = min(options)
         return best, best_ns

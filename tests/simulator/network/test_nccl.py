@@ -81,6 +81,23 @@ def test_hierarchical_and_other_collectives() -> None:
     assert auto.collective_ns(9, 0, ranks) > 0
 
 
+def test_all_gather_and_reduce_scatter_are_rings_like_nccl() -> None:
+    """NCCL runs all-gather / reduce-scatter as rings (its tuning prices only Ring for
+    them): `auto` never picks a one-latency direct exchange or the hierarchical pipeline,
+    so a small reduce-scatter over 2,240 A100s pays the ring's 2,239 step latencies (the
+    DeepSpeed ZeRO-3 bias gradients); a configured name still forces another algorithm."""
+    a100 = make_pricer(load_system("a100"), num_nodes=280)
+    ranks = list(range(2240))
+    for size in (1 << 10, 1 << 20, GIB):
+        assert a100.price(Kind.REDUCE_SCATTER, size, ranks)[0] == "ring"
+        assert a100.price(Kind.ALL_GATHER, size // 2240 or 1, ranks)[0] == "ring"
+    nic = load_system("a100").fabric.nic
+    assert a100.collective_ns(7, 40_960, ranks) > 2239 * nic.latency_ns
+    forced = make_pricer(load_system("a100"), num_nodes=280, reduce_scatter="direct")
+    assert forced.price(Kind.REDUCE_SCATTER, 1 << 10, ranks)[0] == "direct"
+    assert forced.collective_ns(7, 1 << 10, ranks) < a100.collective_ns(7, 1 << 10, ranks) / 100
+
+
 def test_roce_and_oversubscription_are_slower() -> None:
     ranks = list(range(64))
     ib = make_pricer(load_system("h100")).collective_ns(0, 1 << 24, ranks)

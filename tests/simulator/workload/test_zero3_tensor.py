@@ -86,14 +86,16 @@ def test_refetch_for_backward_follows_the_reuse_distance() -> None:
 def test_per_peer_cost_grows_with_the_group_flat_fsdp_does_not() -> None:
     """Same work per GPU on 64 and 512 GPUs: DeepSpeed's per-peer views and copies and
     the ring's (n - 1) latencies on every small tensor grow with n; the flat per-layer
-    FSDP's time barely moves."""
+    FSDP pays the ring latency once per layer (NCCL's all-gather is a ring: it grows too,
+    far less)."""
 
     def step(unit: str, dp: int) -> float:
         plan = dataclasses.replace(PLAN, dp=dp, gbs=dp, fsdp_unit=unit)
         return estimate("gpt3-1.3b", plan, "a100").iteration_time_s
 
-    assert step("tensor", 512) > 2 * step("tensor", 64)
-    assert step("layer", 512) < 1.25 * step("layer", 64)
+    tensor_growth = step("tensor", 512) / step("tensor", 64)
+    assert tensor_growth > 2
+    assert step("layer", 512) / step("layer", 64) < tensor_growth / 2
     assert step("tensor", 64) > step("layer", 64)
 
 
@@ -105,6 +107,8 @@ def test_cli_fsdp_unit_option_is_the_plan_field() -> None:
     assert result["plan"]["fsdp_unit"] == "tensor"
     assert "DeepSpeed 2021" in result["assumptions"][-1]
     direct = estimate("gpt3-1.3b", PLAN, "a100")
-    assert result["iteration_time_s"] == pytest.approx(direct.iteration_time_s, rel=1e-6)
+    assert result["iteration_time_s"] == pytest.approx(
+        direct.iteration_time_s, abs=1e-6
+    )  # JSON: 6 decimals
     bad = CliRunner().invoke(cli, [*args, "--fsdp-unit", "param"])
     assert bad.exit_code != 0 and "'param' is not one of" in bad.output
