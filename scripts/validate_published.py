@@ -161,12 +161,30 @@ def parse(r: dict[str, str]) -> Row | str:
         overlap_param_gather=not legacy or zero == 3,
         flash_attention=not legacy,
         fsdp_unit="tensor" if deepspeed else "layer",
+        framework=_framework(r),
     )
-    hw = "h100" if r["gpu_type"].startswith("H100") else "a100"
+    hw = _hardware(r["gpu_type"])
     try:
         return Row(r["row_id"], pub[0], pub[1], _model(r), plan, hw)
     except ConfigError as exc:
         return f"cannot express: {exc}"
+
+
+def _framework(r: dict[str, str]) -> str:
+    """The kernel profile of the row's software: torchtitan eager or with torch.compile
+    (its precision or notes column says so), else the Megatron / NeMo / TE kernels."""
+    if not r["framework"].startswith("torchtitan"):
+        return "megatron"
+    text = f"{r['precision']} {r.get('notes', '')}".replace("no torch.compile", "")
+    return "torchtitan-compile" if "torch.compile" in text else "torchtitan"
+
+
+def _hardware(gpu_type: str) -> str:
+    """The shipped system a row's GPU column names: torchtitan's Grand Teton H100 (96 GB
+    HBM2e, 500 W) is its own config (`h100-96gb-500w`), other H100s the SXM5 80GB."""
+    if gpu_type.startswith("H100") and "HBM2e" in gpu_type and "500 W" in gpu_type:
+        return "h100-96gb-500w"
+    return "h100" if gpu_type.startswith("H100") else "a100"
 
 
 def _plan_text(p: ParallelPlan) -> str:
@@ -174,6 +192,7 @@ def _plan_text(p: ParallelPlan) -> str:
         f"TP{p.tp} PP{p.pp}{f'v{p.vp}' if p.vp > 1 else ''} DP{p.dp}"
         f"{f' CP{p.cp}' if p.cp > 1 else ''} mbs{p.mbs} {p.precision.value} {p.recompute.value}"
         f"{' z3' if p.zero == 3 else ''}{' tpo' if p.tp_comm_overlap else ''}"
+        f"{'' if p.framework == 'megatron' else ' ' + p.framework}"
     )
 
 

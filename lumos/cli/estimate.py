@@ -46,6 +46,14 @@ COUNT = click.IntRange(min=1)
     help="ZeRO-3 fetch: one prefetched flat buffer per layer (FSDP), or each tensor "
     "alone, blocking (DeepSpeed 2021).",
 )
+@click.option(
+    "--framework",
+    type=click.Choice(["megatron", "torchtitan", "torchtitan-compile"]),
+    default="megatron",
+    show_default=True,
+    help="Whose kernels run the layer: Megatron/NeMo with Transformer Engine, torchtitan "
+    "in eager PyTorch, or torchtitan under torch.compile (docs/estimate.md).",
+)
 @hw_option("System to estimate on.", default="h100")
 @click.option("--gpus", type=COUNT, default=None, help="Cluster size [the plan's].")
 @click.option(
@@ -89,6 +97,7 @@ def estimate_command(
     no_param_overlap: bool,
     no_flash: bool,
     fsdp_unit: str,
+    framework: str,
     hw: str,
     gpus: int | None,
     et_dir: str | None,
@@ -122,6 +131,7 @@ def estimate_command(
         overlap_param_gather=not no_param_overlap,
         flash_attention=not no_flash,
         fsdp_unit=fsdp_unit,
+        framework=framework,
     )
     if et_dir is not None:
         no_stdout(et_dir, "the estimate's ETs")
@@ -149,6 +159,7 @@ def _print(result: EstimateResult) -> None:
         f"{result.model} on {result.gpus} x {result.hardware}: TP{p.tp} PP{p.pp}{vp} DP{p.dp} "
         f"CP{p.cp}, mbs {p.mbs}, gbs {p.gbs}, seq {p.seq}, zero {p.zero}, "
         f"{p.precision.value}, recompute {p.recompute.value}"
+        f"{'' if p.framework == 'megatron' else ', ' + p.framework}"
     )
     click.echo(f"  iteration time   {result.iteration_time_s:.3f} s")
     click.echo(f"  tokens/s/GPU     {result.tokens_per_s_per_gpu:.1f}")

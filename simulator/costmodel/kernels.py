@@ -101,8 +101,11 @@ class KernelModel:
         head_dim: int,
         causal: bool = True,
         backward: bool = False,
+        relative_efficiency: float = 1.0,
     ) -> float:
-        """Flash attention over `batch_heads` (batch x local heads) query blocks."""
+        """Flash attention over `batch_heads` (batch x local heads) query blocks;
+        `relative_efficiency` scales the file's fused-attention efficiency for another
+        attention kernel (e.g. FlashAttention-2 under PyTorch SDPA)."""
         if batch_heads <= 0 or sq <= 0 or skv <= 0:
             return 0.0
         p = self.physics
@@ -110,6 +113,7 @@ class KernelModel:
         waves = math.ceil(tiles / p.sm_count)
         per_tile = 4.0 * p.attention_tile * skv * head_dim * (0.5 if causal else 1.0)
         eff = p.attention_bwd_efficiency if backward else p.attention_fwd_efficiency
+        eff *= relative_efficiency
         flops = per_tile * (2.5 if backward else 1.0)
         per_sm = self.tensor_peak_flops_per_ns("bf16") / p.sm_count
         return waves * flops / (per_sm * eff) + p.kernel_overhead_ns

@@ -1,7 +1,7 @@
 """Core attention of one layer: flash (fused) or unfused, with ring context parallelism.
 
 Flash attention is one kernel forward and one backward (which recomputes the scores
-itself). Unfused attention (Megatron before flash attention) is a batched QKᵀ GEMM, a
+itself), at the framework's attention kernel efficiency (`framework.ATTENTION`). Unfused attention (Megatron before flash attention) is a batched QKᵀ GEMM, a
 fused scale-mask-softmax(-dropout) over the [s, s] scores, and a batched score·V GEMM.
 Selective recomputation checkpoints the core attention (Megatron-core's default
 `recompute_modules: [core_attn]`): its forward runs again before its backward — the
@@ -41,9 +41,16 @@ def _ring_steps(blk: Block, ctx: Ctx, name: str, backward: bool) -> None:
             blk.p2p(f"{name}.kv_send", True, CP_SEND, size, CP_NEXT, RING_TAG, after)
             recv = blk.p2p(f"{name}.kv_recv", False, CP_RECV, size, CP_PREV, RING_TAG, -1)
         skv = ctx.s if i == 0 else ctx.s // 2
-        ns = ctx.km.attention_ns(bh, ctx.s, skv, ctx.d, causal=i == 0, backward=backward)
+        scale = ctx.fw.attention_scale(backward)
+        ns = ctx.km.attention_ns(bh, ctx.s, skv, ctx.d, i == 0, backward, scale)
         flops = ctx.km.attention_flops(bh, ctx.s, skv, ctx.d, i == 0, backward)
         blk.compute(name, ns, flops, float(ctx.T * ctx.qkv_width * BF16), waits=(recv,))
+
+
+def _checkpointed(ctx: Ctx) -> bool:
+    """Core attention re-runs before its backward: Megatron's selective recompute (not
+    torchtitan's "op" policy, which saves the attention output)."""
+    return ctx.plan.recompute.value == "selective" and not ctx.fw.selective_op
 
 
 def _unfused(blk: Block, ctx: Ctx, name: str, backward: bool) -> None:
@@ -55,7 +62,7 @@ def _unfused(blk: Block, ctx: Ctx, name: str, backward: bool) -> None:
         blk.compute(f"{name}.softmax", *ctx.mem(scores * 2.5))
         blk.compute(f"{name}.av", km.gemm_ns(s, d, s, batch=bh), 2.0 * bh * s * s * d, scores)
         return
-    if ctx.plan.recompute.value == "selective":
+    if _checkpointed(ctx):
         _unfused(blk, ctx, f"{name}.recompute", False)
     for part in ("av_dgrad", "av_wgrad", "qk_dgrad", "qk_wgrad"):
         m, n, k = (s, s, d) if part in ("av_dgrad", "qk_wgrad") else (s, d, s)
@@ -75,6 +82,6 @@ def attention_bwd(blk: Block, ctx: Ctx, tag: str) -> None:
     if not ctx.plan.flash_attention:
         _unfused(blk, ctx, f"{tag}.attention_bwd", True)
     else:
-        if ctx.plan.recompute.value == "selective":
+        if _checkpointed(ctx):
             _ring_steps(blk, ctx, f"{tag}.attention_bwd.recompute", False)
         _ring_steps(blk, ctx, f"{tag}.attention_bwd", True)

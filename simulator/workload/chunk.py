@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lumos.simulator.network.api import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
+from lumos.simulator.workload import elementwise as ew
 from lumos.simulator.workload import zero3_tensor as z3
 from lumos.simulator.workload.block import DP, DP_STREAM, TP, TP_STREAM, Block, Frozen, Names
 from lumos.simulator.workload.dims import BF16, Ctx
@@ -47,6 +48,27 @@ def _fsdp_gather(blk: Block, ctx: Ctx, name: str, params: int, after: int) -> in
     return blk.coll(f"{name}.param_all_gather", DP_STREAM, ALL_GATHER, shard, DP, after)
 
 
+def _copy_out(blk: Block, ctx: Ctx, tag: str, gather: int) -> int:
+    """FSDP2 copies a layer's gathered parameters out of the all-gather buffer on the
+    compute stream as the layer starts (read + write BF16); FSDP1 / Megatron use views."""
+    if gather < 0 or not ctx.fw.fsdp2:
+        return gather
+    lp = ctx.layer_params_local()
+    return blk.compute(f"{tag}.fsdp_copy_out", *ctx.mem(lp * 2 * BF16), waits=(gather,))
+
+
+def _grad_reduce(blk: Block, ctx: Ctx, tag: str, end: int) -> None:
+    """ZeRO-3: one layer's gradients reduce-scattered on the DP stream; FSDP2 first copies
+    them into its reduce-scatter buffer in the FP32 reduce dtype (read BF16, write FP32)."""
+    lp = ctx.layer_params_local()
+    size = lp * BF16
+    if ctx.fw.fsdp2:
+        ns, _, nbytes = ctx.mem(lp * (BF16 + 4))
+        end = blk.side(f"{tag}.fsdp_copy_in", DP_STREAM, ns, nbytes, (end,))
+        size = lp * 4
+    blk.coll(f"{tag}.grad_reduce_scatter", DP_STREAM, REDUCE_SCATTER, size, DP, end)
+
+
 def _embedding_fwd(blk: Block, ctx: Ctx, waits: tuple[int, ...] = ()) -> tuple[int, ...]:
     T, h = ctx.T, ctx.h
     extra = 2 if ctx.model.position == "learned" else 1
@@ -61,7 +83,7 @@ def _output_fwd(blk: Block, ctx: Ctx, waits: tuple[int, ...] = ()) -> int:
     T, h, v = ctx.T, ctx.h, ctx.vocab
     norm = blk.compute("final_norm", *ctx.mem(ctx.T_sp * h * BF16 * 2), waits=waits)
     gathered_gemm(blk, ctx, "output", (T, v, h), norm, "bf16")
-    ce = blk.compute("cross_entropy", *ctx.mem(T * v * 14))
+    ce = ew.cross_entropy(blk, ctx, backward=False)
     last = ce
     if ctx.plan.tp > 1:
         for part in ("max", "target", "sum_exp"):
@@ -72,9 +94,8 @@ def _output_fwd(blk: Block, ctx: Ctx, waits: tuple[int, ...] = ()) -> int:
 
 
 def _output_bwd(blk: Block, ctx: Ctx, waits: tuple[int, ...]) -> tuple[int, ...]:
-    T, v = ctx.T, ctx.vocab
-    blk.compute("cross_entropy_bwd", *ctx.mem(T * v * 6), waits=waits)
-    red = col_backward(blk, ctx, "output", v, ctx.h, "bf16")
+    ew.cross_entropy(blk, ctx, backward=True, waits=waits)
+    red = col_backward(blk, ctx, "output", ctx.vocab, ctx.h, "bf16")
     blk.compute("final_norm_bwd", *ctx.mem(ctx.T_sp * ctx.h * BF16 * 3), waits=red)
     return ()
 
@@ -110,7 +131,7 @@ def build_chunk(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Froz
                 nxt = _fsdp_gather(blk, ctx, f"layer{first_layer + i + 1}", lp, start - 1)
             else:
                 nxt = -1
-            layer_forward(blk, ctx, tag, (*waits, gather))
+            layer_forward(blk, ctx, tag, (*waits, _copy_out(blk, ctx, tag, gather)))
             waits, gather = (), nxt
         if key.output:
             if fsdp:
@@ -134,11 +155,11 @@ def build_chunk(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Froz
             if fsdp and i > 0
             else -1
         )
-        end = layer_backward(blk, ctx, tag, (*waits, gather))
+        end = layer_backward(blk, ctx, tag, (*waits, _copy_out(blk, ctx, tag, gather)))
         waits, gather = (), nxt
         blk.mark(f"layer{i}", end)
         if fsdp:
-            blk.coll(f"{tag}.grad_reduce_scatter", DP_STREAM, REDUCE_SCATTER, lp * BF16, DP, end)
+            _grad_reduce(blk, ctx, tag, end)
     if key.embedding:
         _embedding_bwd(blk, ctx)
         blk.mark("embedding", blk.last_compute)

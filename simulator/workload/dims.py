@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 from lumos.simulator.costmodel.kernels import KernelModel
+from lumos.simulator.workload.framework import Profile, profile
 from lumos.simulator.workload.plan import ParallelPlan, Precision
 from lumos.simulator.workload.spec import ModelSpec
 
@@ -57,6 +58,11 @@ class Ctx:
             model.ffn // t,
             math.ceil(model.vocab / t),
         )
+
+    @property
+    def fw(self) -> Profile:
+        """The plan's framework kernel profile (`framework`)."""
+        return profile(self.plan.framework)
 
     @property
     def linear_dtype(self) -> str:

@@ -16,31 +16,38 @@ without any flag). Collectives run on the TP stream; `waits` make the consumer w
 from __future__ import annotations
 
 from lumos.simulator.network.api import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
+from lumos.simulator.workload import elementwise as ew
 from lumos.simulator.workload.attention import attention_bwd, attention_fwd
 from lumos.simulator.workload.block import TP, TP_STREAM, Block
 from lumos.simulator.workload.dims import BF16, Ctx
-from lumos.simulator.workload.spec import Norm
 
 
-def _chunks(ctx: Ctx) -> int:
-    return ctx.plan.tp if ctx.plan.tp_comm_overlap and ctx.sp else 1
+def _chunks(ctx: Ctx, backward: bool = False) -> int:
+    """GEMM chunks of an overlapped TP collective: TP under userbuffers (forward and
+    backward); PyTorch's async TP decomposes only the forward's (`framework`)."""
+    on = ctx.plan.tp_comm_overlap and ctx.sp and not (backward and ctx.fw.async_tp)
+    return ctx.plan.tp if on else 1
 
 
-def _norm(blk: Block, ctx: Ctx, name: str, backward: bool) -> int:
-    passes = 3 if backward else 2
-    extra = 1 if ctx.model.norm is Norm.LAYERNORM else 0
-    nbytes = ctx.T_sp * ctx.h * BF16 * (passes + extra * 0.25)
-    return blk.compute(name, *ctx.mem(nbytes))
+def _userbuffers(ctx: Ctx) -> bool:
+    """TE userbuffers hold SMs for their communication kernels; async TP's copy engines do not."""
+    return _chunks(ctx) > 1 and not ctx.fw.async_tp
 
 
 def gathered_gemm(
-    blk: Block, ctx: Ctx, name: str, m_n_k: tuple[int, int, int], src: int, dtype: str | None
+    blk: Block,
+    ctx: Ctx,
+    name: str,
+    m_n_k: tuple[int, int, int],
+    src: int,
+    dtype: str | None,
+    backward: bool = False,
 ) -> int:
     """GEMM whose M (token) side is all-gathered from the SP shards first."""
     m, n, k = m_n_k
     if not ctx.sp:
         return blk.compute(name, *ctx.gemm(m, n, k, dtype))
-    c = _chunks(ctx)
+    c = _chunks(ctx, backward)
     if c == 1:
         ag = blk.coll(f"{name}.all_gather", TP_STREAM, ALL_GATHER, ctx.act_bytes, TP, src)
         return blk.compute(name, *ctx.gemm(m, n, k, dtype), waits=(ag,))
@@ -80,8 +87,8 @@ def _reduced_gemm(
     if not ctx.sp:
         g = blk.compute(name, *ctx.gemm(m, n, k, dtype))
         return (blk.coll(f"{name}.all_reduce", TP_STREAM, ALL_REDUCE, full, TP, g),)
-    c, sms = 1, None
-    if _chunks(ctx) > 1:
+    c, sms = _chunks(ctx), None
+    if _userbuffers(ctx):
         held, c = UB_PIPELINE[name.rsplit(".", 1)[-1]]
         sms = ctx.km.physics.sm_count - held
     out = []
@@ -97,23 +104,60 @@ def _cast(blk: Block, ctx: Ctx, name: str, elems: int) -> None:
         blk.compute(f"{name}.cast_fp8", *ctx.mem(elems * 3))
 
 
+def _wgrad(
+    blk: Block,
+    ctx: Ctx,
+    name: str,
+    n_k_m: tuple[int, int, int],
+    dtype: str | None = None,
+    sms: int | None = None,
+    waits: tuple[int, ...] = (),
+) -> int:
+    """A weight-gradient GEMM (after torchao's FP8 operand transposes, where they run)."""
+    n, k, m = n_k_m
+    ew.wgrad_transposes(blk, ctx, name, m * (n + k))
+    return blk.compute(f"{name}.wgrad", *ctx.gemm(n, k, m, dtype, True, sms), waits=waits)
+
+
 def layer_forward(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...] = ()) -> int:
     """Append one layer's forward; its first kernel waits for `waits`. Returns the last node."""
     T, h = ctx.T, ctx.h
-    ln = blk.compute(f"{tag}.norm1", *ctx.mem(ctx.T_sp * h * BF16 * 2), waits=waits)
+    ln = ew.norm(blk, ctx, f"{tag}.norm1", waits=waits)
+    ew.input_casts(blk, ctx, f"{tag}.qkv", T * h, 3)
     gathered_gemm(blk, ctx, f"{tag}.qkv", (T, ctx.qkv_width, h), ln, None)
     if ctx.model.position == "rope":
-        blk.compute(f"{tag}.rope", *ctx.mem(T * (ctx.heads + ctx.kv_heads) * ctx.d * BF16 * 2))
+        ew.rope(blk, ctx, f"{tag}.rope")
+    ew.repeat_kv(blk, ctx, f"{tag}.repeat_kv")
     attention_fwd(blk, ctx, tag)
     _cast(blk, ctx, f"{tag}.proj", T * ctx.heads * ctx.d)
     rs = _reduced_gemm(blk, ctx, f"{tag}.proj", (T, h, ctx.heads * ctx.d))
     blk.compute(f"{tag}.residual1", *ctx.mem(ctx.T_sp * h * BF16 * 3), waits=rs)
-    ln2 = blk.compute(f"{tag}.norm2", *ctx.mem(ctx.T_sp * h * BF16 * 2))
+    ln2 = ew.norm(blk, ctx, f"{tag}.norm2")
+    ew.input_casts(blk, ctx, f"{tag}.fc1", T * h, 2 if ctx.model.gated else 1)
     gathered_gemm(blk, ctx, f"{tag}.fc1", (T, ctx.up_width, h), ln2, None)
-    act_bytes = T * (ctx.up_width + ctx.ffn) * BF16
-    blk.compute(f"{tag}.activation", *ctx.mem(act_bytes))
+    ew.activation(blk, ctx, f"{tag}.activation")
+    ew.input_casts(blk, ctx, f"{tag}.fc2", T * ctx.ffn, 1)  # TE fuses it into the activation
     rs = _reduced_gemm(blk, ctx, f"{tag}.fc2", (T, h, ctx.ffn))
     return blk.compute(f"{tag}.residual2", *ctx.mem(ctx.T_sp * h * BF16 * 3), waits=rs)
+
+
+def _op_recompute(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...]) -> None:
+    """torchtitan's selective "op" checkpointing re-runs, before a layer's backward, every
+    op it did not save: the element-wise chain and every second matmul (the parity flips
+    each step; the mean step re-runs half of each linear). Attention and reduce-scatter
+    outputs are saved."""
+    T, h, tag = ctx.T, ctx.h, f"{tag}.recompute"
+    ln = ew.norm(blk, ctx, f"{tag}.norm1", waits=waits)
+    gathered_gemm(blk, ctx, f"{tag}.qkv", (T // 2, ctx.qkv_width, h), ln, None)
+    if ctx.model.position == "rope":
+        ew.rope(blk, ctx, f"{tag}.rope")
+    ew.repeat_kv(blk, ctx, f"{tag}.repeat_kv")
+    blk.compute(f"{tag}.proj", *ctx.gemm(T // 2, h, ctx.heads * ctx.d))
+    blk.compute(f"{tag}.residual1", *ctx.mem(ctx.T_sp * h * BF16 * 3))
+    ln2 = ew.norm(blk, ctx, f"{tag}.norm2")
+    gathered_gemm(blk, ctx, f"{tag}.fc1", (T // 2, ctx.up_width, h), ln2, None)
+    ew.activation(blk, ctx, f"{tag}.activation")
+    blk.compute(f"{tag}.fc2", *ctx.gemm(T // 2, h, ctx.ffn))
 
 
 def _row_backward(blk: Block, ctx: Ctx, name: str, n: int, k: int) -> None:
@@ -121,50 +165,58 @@ def _row_backward(blk: Block, ctx: Ctx, name: str, n: int, k: int) -> None:
     T = ctx.T
     _cast(blk, ctx, f"{name}.grad", T * n)
     src = blk.last_compute
-    gathered_gemm(blk, ctx, f"{name}.dgrad", (T, k, n), src, None)
-    blk.compute(f"{name}.wgrad", *ctx.gemm(k, n, T, wgrad=True))
+    gathered_gemm(blk, ctx, f"{name}.dgrad", (T, k, n), src, None, backward=True)
+    _wgrad(blk, ctx, name, (k, n, T))
 
 
 def col_backward(
     blk: Block, ctx: Ctx, name: str, n: int, k: int, dtype: str | None = None
 ) -> tuple[int, ...]:
-    """Backward of a column-parallel linear (fwd M=T, N=n, K=k): the saved input is
-    re-gathered while dgrad runs, dgrad's output reduced while wgrad runs."""
+    """Backward of a column-parallel linear (fwd M=T, N=n, K=k). Megatron re-gathers the
+    saved input while dgrad runs and reduces dgrad's output while wgrad runs; DTensor
+    (torchtitan) saved the gathered input and reduces after both GEMMs (`framework`)."""
     T, t = ctx.T, ctx.plan.tp
     if dtype is None:
         _cast(blk, ctx, f"{name}.grad", T * n)
     start = blk.last_compute
+    overlap = ctx.fw.tp_backward_overlap
     ag = -1
-    if ctx.sp:
+    if ctx.sp and overlap:
         ag = blk.coll(f"{name}.input_all_gather", TP_STREAM, ALL_GATHER, ctx.act_bytes, TP, start)
     sms: tuple[int | None, int | None] = (None, None)
-    held = UB_BULK.get(name.rsplit(".", 1)[-1]) if _chunks(ctx) > 1 else None
+    held = UB_BULK.get(name.rsplit(".", 1)[-1]) if _userbuffers(ctx) else None
     if held:  # the bulk communication kernels share the SMs with the GEMM they overlap
         sms = (ctx.km.physics.sm_count - held[0], ctx.km.physics.sm_count - held[1])
     dgrad = blk.compute(f"{name}.dgrad", *ctx.gemm(T, k, n, dtype, sms=sms[0]))
+    kind = REDUCE_SCATTER if ctx.sp else ALL_REDUCE
     red: tuple[int, ...] = ()
-    if t > 1:
-        kind = REDUCE_SCATTER if ctx.sp else ALL_REDUCE
+    if t > 1 and overlap:
         red = (blk.coll(f"{name}.dgrad_reduce", TP_STREAM, kind, T * k * BF16, TP, dgrad),)
-    wgrad = ctx.gemm(n, k, T, dtype, wgrad=True, sms=sms[1])
-    blk.compute(f"{name}.wgrad", *wgrad, waits=(ag,))
+    wgrad = _wgrad(blk, ctx, name, (n, k, T), dtype, sms[1], (ag,))
+    if t > 1 and not overlap:
+        red = (blk.coll(f"{name}.dgrad_reduce", TP_STREAM, kind, T * k * BF16, TP, wgrad),)
     return red
 
 
 def layer_backward(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...] = ()) -> int:
-    """Append one layer's backward (recomputed forward first under full recompute)."""
-    T, h = ctx.T, ctx.h
+    """Append one layer's backward (recomputed forward first under full recompute, the
+    unsaved ops under torchtitan's selective "op" policy)."""
+    h = ctx.h
     if ctx.plan.recompute.value == "full":
         layer_forward(blk, ctx, f"{tag}.recompute", waits)
         waits = ()
+    elif ctx.plan.recompute.value == "selective" and ctx.fw.selective_op:
+        _op_recompute(blk, ctx, tag, waits)
+        waits = ()
     blk.compute(f"{tag}.residual2_bwd", *ctx.mem(ctx.T_sp * h * BF16 * 2), waits=waits)
     _row_backward(blk, ctx, f"{tag}.fc2", h, ctx.ffn)
-    blk.compute(f"{tag}.activation_bwd", *ctx.mem(T * (2 * ctx.up_width + ctx.ffn) * BF16))
+    ew.activation(blk, ctx, f"{tag}.activation_bwd", backward=True)
     red = col_backward(blk, ctx, f"{tag}.fc1", ctx.up_width, h)
-    blk.compute(f"{tag}.norm2_bwd", *ctx.mem(ctx.T_sp * h * BF16 * 3), waits=red)
+    ew.norm(blk, ctx, f"{tag}.norm2_bwd", backward=True, waits=red)
     _row_backward(blk, ctx, f"{tag}.proj", h, ctx.heads * ctx.d)
     attention_bwd(blk, ctx, tag)
+    ew.repeat_kv(blk, ctx, f"{tag}.repeat_kv", backward=True)
     if ctx.model.position == "rope":
-        blk.compute(f"{tag}.rope_bwd", *ctx.mem(T * (ctx.heads + ctx.kv_heads) * ctx.d * BF16 * 2))
+        ew.rope(blk, ctx, f"{tag}.rope_bwd", backward=True)
     red = col_backward(blk, ctx, f"{tag}.qkv", ctx.qkv_width, h)
-    return blk.compute(f"{tag}.norm1_bwd", *ctx.mem(ctx.T_sp * h * BF16 * 3), waits=red)
+    return ew.norm(blk, ctx, f"{tag}.norm1_bwd", backward=True, waits=red)

@@ -9,7 +9,9 @@ of the last stage, and a fixed workspace (CUDA context, library workspaces, NCCL
 buffers; `hwconfigs/kernels`). Activations per layer follow Korthikanti et al. 2022,
 taken from the tensors this generator's layer actually saves: sequence-parallel tensors
 are split over TP, flash attention keeps no score matrix, selective recomputation drops
-unfused attention's scores, full recomputation keeps only each layer's input.
+unfused attention's scores (torchtitan's "op" policy keeps only the block input, the
+attention output and every second matmul's output), full recomputation keeps only each
+layer's input.
 """
 
 from __future__ import annotations
@@ -66,6 +68,11 @@ def layer_activation_bytes(ctx: Ctx) -> float:
     if ctx.plan.recompute is Recompute.FULL:
         return ctx.T_sp * ctx.h * BF16
     x = ctx.T_sp * ctx.h * BF16
+    if ctx.plan.recompute is Recompute.SELECTIVE and ctx.fw.selective_op:
+        # torchtitan's "op" policy: the block input, the attention output and the outputs
+        # of every second matmul (half of the seven linears' outputs on the mean step)
+        linears = ctx.qkv_width + ctx.h + ctx.up_width + ctx.h  # q k v, o, w1 w3, w2
+        return float(x + ctx.T * ctx.heads * ctx.d * BF16 + ctx.T * linears * BF16 / 2)
     dropout = ctx.T_sp * ctx.h if ctx.model.bias else 0  # GPT-style dropout masks
     attn = 2 * x + ctx.T * ctx.qkv_width * BF16 + ctx.T * ctx.heads * ctx.d * BF16 + dropout
     if not ctx.plan.flash_attention and ctx.plan.recompute is Recompute.NONE:

@@ -4,7 +4,8 @@ A `ParallelPlan` holds the degrees (TP, CP, PP with `vp` virtual stages, DP), th
 (micro-batch `mbs`, global batch `gbs` in sequences, so `gbs / (mbs * dp)` micro-batches
 per step), sequence length, ZeRO stage (0: plain DP all-reduce, 1: distributed optimizer
 — reduce-scatter grads, all-gather params —, 3: FSDP, weights gathered per layer),
-precision, activation recomputation and the overlap flags. ZeRO-3 gathers one flat
+precision, activation recomputation, the overlap flags and the `framework` whose kernels
+run the layer (`framework`: megatron, torchtitan, torchtitan-compile). ZeRO-3 gathers one flat
 buffer per layer, prefetched (`fsdp_unit` "layer": PyTorch FSDP, Megatron), or each
 weight tensor alone with a blocking fetch ("tensor": DeepSpeed's 2021 stage 3, see
 `zero3_tensor`). Rank placement is Megatron's default order: TP fastest (inside a node),
@@ -20,6 +21,7 @@ from typing import Any
 
 from lumos.errors import ConfigError
 from lumos.limits import MAX_MICROBATCHES, MAX_RANKS
+from lumos.simulator.workload.framework import profile
 from lumos.simulator.workload.spec import ModelSpec
 
 
@@ -55,6 +57,7 @@ class ParallelPlan:
     overlap_param_gather: bool = True
     flash_attention: bool = True
     fsdp_unit: str = "layer"
+    framework: str = "megatron"
 
     @property
     def world(self) -> int:
@@ -133,6 +136,7 @@ class ParallelPlan:
             raise ConfigError(
                 f"plan: fsdp_unit must be 'layer' or 'tensor', got {self.fsdp_unit!r}"
             )
+        profile(self.framework)
         if self.zero == 3 and self.pp > 1:
             raise ConfigError("plan: zero 3 (FSDP) with pipeline parallelism is not modelled")
 

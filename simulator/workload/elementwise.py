@@ -1,0 +1,92 @@
+"""The memory-bound kernels of one layer as the plan's framework runs them.
+
+Norms, RoPE, the MLP activation, GQA's K/V expansion and FP8 casts are priced by the
+kernel model's memory-bound rule (bytes over achieved HBM bandwidth, a fixed overhead per
+kernel). The framework profile (`framework`) says how many bytes and kernels: fused (TE
+kernels, Inductor, PyTorch's native LayerNorm) reads the input and writes the output once;
+eager torchtitan runs its model code's op chain (`framework.EAGER`), one kernel per op.
+"""
+
+from __future__ import annotations
+
+from lumos.simulator.workload.block import Block
+from lumos.simulator.workload.dims import BF16, Ctx
+from lumos.simulator.workload.framework import CAST_BYTES, EAGER, TRANSPOSE_BYTES, Eager
+from lumos.simulator.workload.spec import Mlp, Norm
+
+
+def chain(
+    blk: Block, ctx: Ctx, name: str, op: Eager, elements: float, waits: tuple[int, ...] = ()
+) -> int:
+    """One node standing for an eager op chain over `elements` (its kernels back to back)."""
+    nbytes = op.bytes_per_element * elements
+    ns = ctx.km.memory_ns(nbytes, overhead=False) + op.kernels * ctx.km.physics.kernel_overhead_ns
+    return blk.compute(name, ns, 0.0, nbytes, waits=waits)
+
+
+def norm(
+    blk: Block, ctx: Ctx, name: str, backward: bool = False, waits: tuple[int, ...] = ()
+) -> int:
+    """A norm over the sequence-parallel shard: fused, 2 passes forward / 3 backward over
+    BF16; eager RMSNorm as torchtitan's Python chain (LayerNorm is one native kernel)."""
+    elements = ctx.T_sp * ctx.h
+    if ctx.fw.eager and ctx.model.norm is Norm.RMSNORM:
+        return chain(blk, ctx, name, EAGER["rmsnorm"][backward], elements, waits)
+    return blk.compute(name, *ctx.mem(elements * BF16 * (3 if backward else 2)), waits=waits)
+
+
+def rope(blk: Block, ctx: Ctx, name: str, backward: bool = False) -> None:
+    """Rotary embedding of the local q and k heads (fused: one read and one write)."""
+    elements = ctx.T * (ctx.heads + ctx.kv_heads) * ctx.d
+    if ctx.fw.eager:
+        chain(blk, ctx, name, EAGER["rope"][backward], elements)
+    else:
+        blk.compute(name, *ctx.mem(elements * BF16 * 2))
+
+
+def repeat_kv(blk: Block, ctx: Ctx, name: str, backward: bool = False) -> None:
+    """torchtitan's `repeat_kv`: K and V expanded from the KV heads to the query heads (a
+    copy each), summed back in the backward. Fused attention reads the KV heads as they are."""
+    if not ctx.fw.repeat_kv or ctx.heads <= ctx.kv_heads:
+        return
+    nbytes = 2 * ctx.T * ctx.d * (ctx.heads + ctx.kv_heads) * BF16
+    ns = ctx.km.memory_ns(nbytes, overhead=False) + 2 * ctx.km.physics.kernel_overhead_ns
+    blk.compute(f"{name}{'_bwd' if backward else ''}", ns, 0.0, nbytes)
+
+
+def activation(blk: Block, ctx: Ctx, name: str, backward: bool = False) -> None:
+    """The MLP activation over the local FFN width (gated: act(gate) * up)."""
+    T, ffn, up = ctx.T, ctx.ffn, ctx.up_width
+    if ctx.fw.eager and ctx.model.mlp is Mlp.SWIGLU:
+        chain(blk, ctx, name, EAGER["swiglu"][backward], T * ffn)
+        return
+    nbytes = T * ((2 * up + ffn) if backward else (up + ffn)) * BF16
+    blk.compute(name, *ctx.mem(nbytes))
+
+
+def input_casts(blk: Block, ctx: Ctx, name: str, elements: int, linears: int) -> None:
+    """FP8 casts of a GEMM input that Transformer Engine fuses into the norm before it but
+    torchao casts per linear (one cast for all `linears` reading it when AOTAutograd's CSE
+    merges them)."""
+    if ctx.linear_dtype != "fp8" or not ctx.fw.fp8_dynamic:
+        return
+    casts = 1 if ctx.fw.shared_casts else linears
+    blk.compute(f"{name}.cast_fp8", *ctx.mem(casts * elements * CAST_BYTES))
+
+
+def wgrad_transposes(blk: Block, ctx: Ctx, name: str, elements: int) -> None:
+    """torchao's column-major FP8 copies of a weight-gradient GEMM's two operands
+    (`elements`: both operands' elements)."""
+    if ctx.linear_dtype == "fp8" and ctx.fw.fp8_dynamic:
+        blk.compute(f"{name}.transpose_fp8", *ctx.mem(elements * TRANSPOSE_BYTES))
+
+
+def cross_entropy(blk: Block, ctx: Ctx, backward: bool, waits: tuple[int, ...] = ()) -> int:
+    """The loss over the local vocabulary shard (FP32 softmax); torchtitan runs PyTorch's
+    unfused cross-entropy on FP32-cast logits, whose backward moves more."""
+    elements = ctx.T * ctx.vocab
+    if ctx.fw.eager_loss:
+        op = EAGER["cross_entropy"][backward]
+        return chain(blk, ctx, f"cross_entropy{'_bwd' if backward else ''}", op, elements, waits)
+    name = "cross_entropy_bwd" if backward else "cross_entropy"
+    return blk.compute(name, *ctx.mem(elements * (6 if backward else 14)), waits=waits)
