@@ -162,6 +162,9 @@ def test_torchao_fp8_casts_every_linear_input_and_transposes_for_wgrad() -> None
     assert _node(compiled, "layer0.qkv.cast_fp8", "nbytes") == 3 * T * h  # CSE: one cast
     bwd = _pass(dataclasses.replace(plan, framework="torchtitan-compile"), False)
     assert _node(bwd, "layer0.fc2.transpose_fp8", "nbytes") == 2 * T * (3584 + h)
+    # the "op" policy does not save the casts: they re-run with the recomputed ops
+    sel = dataclasses.replace(plan, framework="torchtitan-compile", recompute=Recompute.SELECTIVE)
+    assert _node(_pass(sel, False), "layer0.recompute.fc1.cast_fp8", "nbytes") == 3 * T * h
 
 
 def test_torchtitan_h100_is_slower_in_tensor_work_and_hbm() -> None:
