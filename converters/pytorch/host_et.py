@@ -25,6 +25,7 @@ from lumos.converters.pytorch.host_et_schema import (
     schema_for,
 )
 from lumos.converters.pytorch.host_io import ByteRows, encode_io, io_field, no_rows
+from lumos.converters.pytorch.host_tree import check_host_tree
 from lumos.converters.pytorch.json_stream import TraceFile, read_array_document
 from lumos.converters.pytorch.kineto import int_array
 from lumos.errors import TraceFormatError
@@ -343,4 +344,6 @@ def load_host_et(source: TraceFile) -> HostTrace:
     columns = found[0]
     trace = HostTrace(source.path, columns.schema, int(meta.get("pid", 0)))
     columns.finish(trace)
+    declared = str(meta.get("schema", columns.schema.version))
+    check_host_tree(source.path, trace.id, trace.parent, declared, columns.schema.version)
     return trace

@@ -148,11 +148,17 @@ def ns_array(values: list[Any]) -> np.ndarray:
 
     Raises BadNumber for the first value that is not a number (a bool or string, say).
     """
+    if bool in set(map(type, values)):  # numpy would take True as 1 µs
+        at = next(i for i, v in enumerate(values) if type(v) is bool)
+        raise BadNumber(at, values[at])
     try:
         raw = np.asarray(values)
     except (TypeError, ValueError, OverflowError):
         raw = np.asarray([_float(i, v) for i, v in enumerate(values)], dtype=np.float64)
     if raw.dtype.kind in "iu":
+        bad = np.flatnonzero((raw >= MAX_US) | (raw <= -MAX_US))  # x 1000 would wrap
+        if len(bad):
+            raise BadNumber(int(bad[0]), values[int(bad[0])])
         return raw.astype(np.int64) * 1000
     if raw.dtype.kind != "f":
         raw = np.asarray([_float(i, v) for i, v in enumerate(values)], dtype=np.float64)

@@ -28,7 +28,7 @@ from lumos.converters.chakra.varint import encode_varint
 from lumos.converters.pytorch import forked
 from lumos.converters.pytorch.node_ref import NODE_TYPE, NodeSource, node_ids, node_message
 from lumos.converters.pytorch.tasks import TaskKind, TaskTable
-from lumos.errors import OutputError
+from lumos.errors import OutputError, TraceFormatError
 from lumos.outputs import AtomicFile, describe
 from lumos.proto import pb
 
@@ -240,11 +240,23 @@ def _tail_rows(src: NodeSource, tables: _Tables, task: np.ndarray, kind: np.ndar
         rows = [b""] * len(task)
     for pos in np.flatnonzero(tables.has_attrs[task]).tolist():
         rows[pos] += b"".join(
-            _wrap_attr(make_attr(name, value).SerializeToString())
+            _wrap_attr(_attr_bytes(src, name, value))
             for name, value in t.attrs[int(task[pos])].items()
             if not name.startswith("_")
         )
     return rows
+
+
+def _attr_bytes(src: NodeSource, name: str, value: Any) -> bytes:
+    """One attribute; a value its field cannot hold (a collective of 1e19 elements in a
+    damaged host ET: past int64) is a TraceFormatError naming the trace, not a crash."""
+    try:
+        return make_attr(name, value).SerializeToString()
+    except (ValueError, TypeError, OverflowError):
+        where = src.host.path if src.host is not None else src.kineto.path if src.kineto else ""
+        raise TraceFormatError(
+            where, f"attribute {name!r} = {value!r:.60} does not fit a Chakra attribute"
+        ) from None
 
 
 def _attr_fields(

@@ -49,3 +49,17 @@ def test_microsecond_floats_to_exact_nanoseconds() -> None:
     assert ns_array(values).tolist() == expected
     assert expected[0] == 1694128201435418000 and expected[4] == 1694128201435418250
     assert ns_array([3, 4]).tolist() == [3000, 4000]  # ints stay exact
+
+
+def test_bool_times_and_times_past_int64_ns_are_not_numbers() -> None:
+    """Audit finding: `"dur": true` became 1 µs (numpy takes a bool mixed with floats as
+    1.0), and an integer `ts` of 1e17 µs wrapped past int64 ns into a negative time."""
+    import pytest
+
+    from lumos.converters.pytorch.kineto import BadNumber
+
+    for values, at in (([20.0, True, 5.0], 1), ([3, False], 1), ([1, 10**17], 1)):
+        with pytest.raises(BadNumber) as caught:
+            ns_array(values)
+        assert caught.value.index == at
+    assert ns_array([1, 9 * 10**15]).tolist() == [1000, 9 * 10**18]  # the largest that fit
