@@ -22,7 +22,14 @@ from typing import IO, cast
 from lumos.errors import OutputError
 from lumos.leftovers import TMP_SUFFIX, sweep, temp_name
 
-__all__ = ["TMP_SUFFIX", "AtomicFile", "atomic_text", "atomic_write", "output_target"]
+__all__ = [
+    "TMP_SUFFIX",
+    "AtomicFile",
+    "atomic_text",
+    "atomic_write",
+    "output_target",
+    "printable",
+]
 
 
 def umask() -> int:
@@ -37,6 +44,26 @@ def umask() -> int:
     old = os.umask(0o022)
     os.umask(old)
     return old
+
+
+#: control characters (C0, DEL, C1) and bidirectional overrides, as escapes
+_UNPRINTABLE = {
+    c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+    for c in (
+        *range(0x20),
+        0x7F,
+        *range(0x80, 0xA0),
+        *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A),
+    )
+}
+
+
+def printable(text: str) -> str:
+    """`text` safe to print on a terminal: an op or file name from a trace cannot move
+    the cursor, set the title, write the clipboard (OSC 52) or reorder the line; each
+    control character becomes its `\\xNN` escape."""
+    return text.translate(_UNPRINTABLE)
 
 
 def describe(exc: OSError) -> str:

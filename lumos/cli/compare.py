@@ -10,6 +10,7 @@ from lumos.cli.main import echo_json, handle_errors, quiet
 from lumos.cli.options import check_output, force_option, hw_option, json_option, trace_argument
 from lumos.cli.outputs import partial_option
 from lumos.cli.progress import shown
+from lumos.outputs import printable
 from lumos.simulator.report.compare import render_comparison
 
 
@@ -72,4 +73,4 @@ def compare_command(
         click.echo(f"timeline (measured and simulated): {timeline}")
     if not quiet():
         for note in comparison.simulation.notes:
-            click.echo(f"note: {note}")
+            click.echo(printable(f"note: {note}"))

@@ -14,6 +14,7 @@ from lumos.cli.outputs import no_stdout
 from lumos.cli.progress import shown
 from lumos.converters.chakra.set_output import check_set_output
 from lumos.converters.pytorch.convert import MIN_LINK_RATE, RankSummary, convert
+from lumos.outputs import printable
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +22,7 @@ log = logging.getLogger(__name__)
 def _line(s: RankSummary) -> str:
     link = f"linked {s.link.linked}/{s.link.host_ops} ({s.link.rate:.1%})" if s.link else "no link"
     step = f"{s.step} {s.step_ns / 1e6:.2f} ms" if s.step_ns else s.step
-    return (
+    return printable(
         f"rank {s.rank}: {s.nodes} nodes ({s.cpu} cpu, {s.gpu} gpu, {s.comm} comm), "
         f"{step}, {link} -> {s.path}"
     )
@@ -114,7 +115,7 @@ def convert_cmd(
     for summary in lines:
         click.echo(_line(summary))
         if len(summary.steps) > 1 or summary.step_chosen_by.startswith("no ProfilerStep"):
-            click.echo(f"  {_steps_line(summary)}")
+            click.echo(printable(f"  {_steps_line(summary)}"))
         if summary.link and summary.link.unmatched:
             reasons = ", ".join(f"{k}: {v}" for k, v in sorted(summary.link.unmatched.items()))
             click.echo(f"  unlinked host ops: {reasons}")
@@ -138,4 +139,4 @@ def convert_cmd(
             "--hw NAME (the cost model prices them)"
         )
     for problem in result.problems:
-        click.echo(f"warning: {problem}", err=True)
+        click.echo(printable(f"warning: {problem}"), err=True)

@@ -18,6 +18,7 @@ from lumos.cli.outputs import no_stdout, output_stream, partial_option
 from lumos.converters.chakra.files import find_et_sources, iter_sources
 from lumos.converters.chakra.info import TraceInfo, trace_info
 from lumos.errors import LumosError
+from lumos.outputs import printable
 
 PATHS = click.argument(
     "paths", nargs=-1, required=True, metavar="TRACE...", type=click.Path(exists=False)
@@ -46,7 +47,7 @@ def _human_bytes(n: int) -> str:
 def _print_info(info: TraceInfo, console: Console) -> None:
     first = info.ranks[0]
     console.print(
-        f"[bold]{info.prefix}[/]: {len(info.ranks)} rank(s), {info.total_nodes:,} nodes, "
+        f"[bold]{_safe(info.prefix)}[/]: {len(info.ranks)} rank(s), {info.total_nodes:,} nodes, "
         f"version {first.version!r}" + (f", schema {first.schema!r}" if first.schema else "")
     )
     table = Table("rank", "nodes", "deps", *sorted(info.totals_by_type()), title=None, box=None)
@@ -68,7 +69,15 @@ def _print_info(info: TraceInfo, console: Console) -> None:
         console.print(ct)
     groups = sorted({g for r in info.ranks for g in r.process_groups})
     if groups:
-        console.print("process groups (pg_name): " + ", ".join(groups))
+        console.print("process groups (pg_name): " + _safe(", ".join(groups)))
+
+
+def _safe(text: str) -> str:
+    """Trace text for a rich console: no markup (`[/]` in a pg_name raised MarkupError)
+    and no control characters."""
+    from rich.markup import escape
+
+    return escape(printable(text))
 
 
 @click.group("et")
@@ -132,7 +141,7 @@ def validate_cmd(paths: tuple[str, ...], as_json: bool, allow_partial: bool) -> 
         echo_json(out)
     else:
         for p in problems:
-            click.echo(f"{p.severity.value}: {p}")
+            click.echo(printable(f"{p.severity.value}: {p}"))
         status = "OK" if not errors else f"{len(errors)} error(s)"
         click.echo(f"{files} file(s), {nodes:,} nodes: {status}")
     if errors:

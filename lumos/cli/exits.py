@@ -27,7 +27,7 @@ from lumos.errors import (
     ValidationError,
 )
 from lumos.limits import check_environment
-from lumos.outputs import describe
+from lumos.outputs import describe, printable
 
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
@@ -126,7 +126,8 @@ def guarded(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     except (Exception, KeyboardInterrupt) as exc:
         if os.environ.get("LUMOS_DEBUG") and not isinstance(exc, LumosError):
             raise
-        click.echo(_message(exc), err=True)
+        # names in the message come from traces: no control characters reach the terminal
+        click.echo("\n".join(map(printable, _message(exc).split("\n"))), err=True)
         sys.exit(exit_code(exc))
 
 

@@ -18,6 +18,7 @@ from lumos.cli.options import (
 from lumos.cli.outputs import no_stdout, partial_option
 from lumos.cli.progress import shown
 from lumos.errors import MissingExtraError
+from lumos.outputs import printable
 from lumos.simulator.report.summary import Report
 from lumos.simulator.result import SimResult
 from lumos.simulator.run import Mode
@@ -171,7 +172,7 @@ def simulate_command(
     render_summary(report, table_console())
     if not quiet():
         for note in result.notes:
-            click.echo(f"note: {note}")
+            click.echo(printable(f"note: {note}"))
     if timeline:
         click.echo(f"timeline: {timeline}")
     for path in plots:

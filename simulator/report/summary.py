@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lumos.outputs import printable
 from lumos.simulator.report.breakdown import Breakdown, rank_breakdown
 from lumos.simulator.report.critical_path import CriticalPath, critical_path
 from lumos.simulator.result import SimResult
@@ -161,7 +162,8 @@ def critical_path_table(path: CriticalPath, top: int) -> Table:
         )
     table.add_section()
     for c in path.by_name(top):
-        name = c.name if len(c.name) <= 60 else c.name[:57] + "..."
+        name = printable(c.name)  # an op name cannot drive the terminal
+        name = name if len(name) <= 60 else name[:57] + "..."
         label = f"{escape(name)} [dim]({c.category})[/dim]"
         table.add_row(label, fmt_ns(c.total_ns), f"{100 * c.share:.1f}%", str(c.count))
     return table

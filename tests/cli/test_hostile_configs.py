@@ -201,3 +201,37 @@ def test_hardware_with_more_gpus_than_ranks_allowed(tmp_path: Path, trace: str) 
     hw = _write(tmp_path, "hw.yaml", H100.replace("num_nodes: 64", "num_nodes: 1000000000"))
     code, out = run("simulate", trace, "--hw", hw)
     assert code == 7 and "GPUs (num_nodes x gpus)" in out
+
+
+def test_trace_names_cannot_drive_the_terminal_or_break_rich_markup(tmp_path: Path) -> None:
+    """Audit finding: a pg_name `[/]` made `et info` exit 70 (rich MarkupError), and an op
+    name's OSC 52 sequence (write the clipboard) reached the terminal through simulate's
+    critical-path table. Trace text is printed with its control characters escaped."""
+    folder = tmp_path / "set"
+    folder.mkdir()
+    hostile = "[/] [link=file:///etc/passwd]x[/link] \x1b]52;c;cHduZWQ=\x07\u202e"
+    for rank in range(2):
+        meta = pb.GlobalMetadata(version="0.0.4")
+        meta.attr.extend(
+            [
+                make_attr("rank", rank),
+                make_attr("world_size", 2),
+                make_attr("process_groups", json.dumps({"[/]": [0, 1]})),
+            ]
+        )
+        comp = pb.Node(id=1, name=hostile, type=pb.COMP_NODE, duration_micros=5)
+        coll = pb.Node(id=2, name="allreduce", type=pb.COMM_COLL_NODE, duration_micros=5)
+        coll.data_deps.append(1)
+        coll.attr.extend(
+            [
+                make_attr("comm_type", pb.ALL_REDUCE),
+                make_attr("comm_size", 4096),
+                make_attr("pg_name", "[/]"),
+            ]
+        )
+        write_et(folder / f"t.{rank}.et", with_node_count(meta, 2), [comp, coll])
+    for args in (["et", "info", str(folder)], ["simulate", str(folder / "t")]):
+        code, out = run(*args)
+        assert code == 0 and "\x1b" not in out and "\u202e" not in out, out
+    code, out = run("simulate", str(folder / "t"))
+    assert "\\x1b]52;c;" in out  # shown, escaped
