@@ -2,7 +2,9 @@
 
     python scripts/fuzz_harness.py [--scale 1.0] [--seed 0] [--timeout 20]
 
-Classes: mutated `.et` files (byte flips, inserts, deletes, cuts), every frame boundary
+Classes (and those of `fuzz_hostile.py`: hostile tars, configs, metadata, Kineto and
+host-ET fields, names through every output, and resource bombs in a capped child):
+mutated `.et` files (byte flips, inserts, deletes, cuts), every frame boundary
 of every rank file cut, rank-set damage (deleted, stale, mislabelled, mixed ranks),
 export bundles damaged after the fact (rank file deleted, added, cut), a killed run's
 staging folder and temporary file next to the next output,
@@ -50,6 +52,9 @@ from lumos.cli.main import cli  # noqa: E402
 from lumos.converters.chakra.attrs import make_attr  # noqa: E402
 from lumos.converters.chakra.stream import iter_frames, with_node_count, write_et  # noqa: E402
 from lumos.proto import pb  # noqa: E402
+
+sys.path.insert(0, str(REPO / "scripts"))
+import fuzz_hostile  # noqa: E402
 
 DOCUMENTED = {code for code, _ in EXIT_CODES} - {0, EXIT_INTERNAL}
 OUTCOMES = ("ok", "clean error", "traceback", "hang", "wrong result", "partial output")
@@ -790,6 +795,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=20.0, help="Seconds before a hang.")
     parser.add_argument("--show", type=int, default=3, help="Examples shown per bad outcome.")
+    parser.add_argument(
+        "--only", default="", help="Run only the classes whose label contains this text."
+    )
     args = parser.parse_args()
     rng = random.Random(args.seed)
     n = lambda base: max(1, int(base * args.scale))  # noqa: E731
@@ -809,9 +817,12 @@ def main() -> None:
             output_cases(work, args.timeout),
             disk_cases(work, args.timeout),
             kill_cases(work, rng, n(30)),
+            *fuzz_hostile.families(sys.modules[__name__], work, rng, n, args.timeout, args.only),
         ]
         for family in families:
             for label, case in family:
+                if args.only not in label:
+                    continue
                 try:
                     outcome = case()
                 except Exception as exc:  # the harness itself must not stop the campaign
@@ -822,6 +833,7 @@ def main() -> None:
                 table[label][outcome] += 1
             print(f"  {label}: done ({time.time() - began:.0f} s)", file=sys.stderr)
     _print(table, time.time() - began)
+    fuzz_hostile.print_bombs()
     for outcome, examples in EXAMPLES.items():
         for text in examples[: args.show]:
             print(f"\n[{outcome}] {text}")

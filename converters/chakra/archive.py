@@ -32,6 +32,18 @@ _COMPRESSED = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
 _READ_ERRORS = (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, gzip.BadGzipFile)
 
 
+_TAR_NAMES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
+
+
+def is_tar(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` is a tar archive; a damaged one counts if its name says tar (so
+    `open_tar` names the damage) — `tarfile.is_tarfile` raises EOFError on a cut .tar.gz."""
+    try:
+        return tarfile.is_tarfile(path)
+    except (*_READ_ERRORS, OSError):
+        return os.fspath(path).endswith(_TAR_NAMES)
+
+
 def _damaged(name: str, exc: BaseException) -> TraceFormatError:
     reason = str(exc) or type(exc).__name__
     return TraceFormatError(name, f"damaged or truncated tar archive: {reason}")

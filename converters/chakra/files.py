@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import io
 import re
-import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from lumos.converters.chakra.archive import open_tar, read_member
+from lumos.converters.chakra.archive import is_tar, open_tar, read_member
 from lumos.converters.chakra.compressed import decompressing
 from lumos.converters.chakra.stream import EtReader
 from lumos.errors import RankSetError, TraceFormatError
@@ -91,7 +90,7 @@ def find_et_sources(target: str | Path) -> list[EtSource]:
             "PyTorch traces (JSON), not Chakra ETs: run `lumos convert` on them first, "
             "then use the folder it writes",
         )
-    if path.is_file() and (tarfile.is_tarfile(path) and not path.name.endswith((".et", ".et.gz"))):
+    if path.is_file() and (is_tar(path) and not path.name.endswith((".et", ".et.gz"))):
         found = _from_tar(path)
     elif path.is_file():
         parsed = _parse_name(path.name)

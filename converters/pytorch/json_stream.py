@@ -14,7 +14,6 @@ of a tar archive.
 from __future__ import annotations
 
 import re
-import tarfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from typing import IO, Any
 
 import orjson
 
-from lumos.converters.chakra.archive import open_member, open_tar
+from lumos.converters.chakra.archive import is_tar, open_member, open_tar
 from lumos.converters.chakra.compressed import decompressing
 from lumos.errors import TraceFormatError
 
@@ -75,7 +74,7 @@ def _is_tar(path: Path) -> bool:
     name = path.name
     if name.endswith((".tar", ".tgz", ".tar.gz")):
         return True
-    return not name.endswith((".json", ".json.gz")) and tarfile.is_tarfile(path)
+    return not name.endswith((".json", ".json.gz")) and is_tar(path)
 
 
 def _is_trace_name(name: str) -> bool:

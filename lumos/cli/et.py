@@ -69,15 +69,16 @@ def _print_info(info: TraceInfo, console: Console) -> None:
         console.print(ct)
     groups = sorted({g for r in info.ranks for g in r.process_groups})
     if groups:
-        console.print("process groups (pg_name): " + _safe(", ".join(groups)))
+        console.print("process groups (pg_name): " + ", ".join(map(_safe, groups)))
 
 
-def _safe(text: str) -> str:
-    """Trace text for a rich console: no markup (`[/]` in a pg_name raised MarkupError)
-    and no control characters."""
+def _safe(text: str, limit: int = 80) -> str:
+    """Trace text for a rich console: no markup (`[/]` in a pg_name raised MarkupError),
+    no control characters, and short (rich wraps a 100k-character word in 43 s)."""
     from rich.markup import escape
 
-    return escape(printable(text))
+    text = printable(text)
+    return escape(text if len(text) <= limit else text[: limit - 3] + "...")
 
 
 @click.group("et")

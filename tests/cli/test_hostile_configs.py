@@ -235,3 +235,29 @@ def test_trace_names_cannot_drive_the_terminal_or_break_rich_markup(tmp_path: Pa
         assert code == 0 and "\x1b" not in out and "\u202e" not in out, out
     code, out = run("simulate", str(folder / "t"))
     assert "\\x1b]52;c;" in out  # shown, escaped
+
+
+def test_a_100k_character_name_prints_in_bounded_time(tmp_path: Path) -> None:
+    """Fuzz finding: rich wrapped a 100,000-character pg_name in `et info` for 43 s
+    (quadratic); names are cut to 80 characters for the terminal. GraphML and DOT of
+    names with control characters stay parseable."""
+    import xml.etree.ElementTree as ET
+
+    long = "n" * 100_000
+    folder = tmp_path / "set"
+    folder.mkdir()
+    for rank in range(2):
+        meta = pb.GlobalMetadata(version="0.0.4")
+        meta.attr.extend([make_attr("rank", rank), make_attr("world_size", 2)])
+        comp = pb.Node(id=1, name="a\x00b\x1b[2J", type=pb.COMP_NODE, duration_micros=5)
+        coll = pb.Node(id=2, name="ar", type=pb.COMM_COLL_NODE, duration_micros=5)
+        coll.attr.extend([make_attr("comm_type", pb.ALL_REDUCE), make_attr("comm_size", 64),
+                          make_attr("pg_name", long)])  # fmt: skip
+        write_et(folder / f"t.{rank}.et", with_node_count(meta, 2), [comp, coll])
+    began = time.process_time()
+    code, out = run("et", "info", str(folder))
+    assert code == 0 and "nnn..." in out and time.process_time() - began < 5
+    for name in ("g.graphml", "g.dot"):
+        assert run("et", "graph", str(folder / "t"), "-o", str(tmp_path / name))[0] == 0
+    ET.parse(tmp_path / "g.graphml")  # was: not well-formed (NUL and ESC in XML)
+    assert '"a\\\\x00b\\\\x1b[2J\\nCOMP_NODE"' in (tmp_path / "g.dot").read_text()

@@ -157,3 +157,21 @@ def test_convert_on_a_tar_cut_inside_a_member(tmp_path: Path) -> None:
     path.write_bytes(path.read_bytes()[:150_000])
     code, out = run("convert", str(path), "-o", str(tmp_path / "out"))
     assert code == 3 and "tar cut short" in out and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("keep", [8, 40, -60])
+def test_compressed_tar_cut_anywhere_is_one_error(tmp_path: Path, keep: int) -> None:
+    """Fuzz finding: `tarfile.is_tarfile` raised EOFError on a .tar.gz cut inside its gzip
+    header (internal error, exit 70) before any lumos check ran."""
+    e0, e1 = _members(tmp_path)
+    whole = tmp_path / "set.tar.gz"
+    with tarfile.open(whole, "w:gz") as tar:
+        for name, data in (("t.0.et", e0), ("t.1.et", e1)):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(whole.read_bytes()[:keep])
+    for command in COMMANDS:
+        code, out = run(*command, str(cut))
+        assert code in (1, 3) and "internal error" not in out and "cut.tar.gz" in out, out
