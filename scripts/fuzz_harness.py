@@ -732,15 +732,28 @@ def disk_cases(work: Path, timeout: float) -> Iterator[Case]:
 
 
 def kill_cases(work: Path, rng: random.Random, count: int) -> Iterator[Case]:
+    """Half the cases convert the DDP capture (0.5 s: a signal often comes after the
+    end), half a pair of 40 MB Kineto traces (about 3 s: the signal comes mid-run)."""
     lumos = Path(sys.executable).with_name("lumos")
+    big = work / "killbig"
+    big.mkdir()
+    for r in (0, 1):
+        (big / f"rank{r}.kineto.json").write_bytes(orjson.dumps(kineto_doc(r, ops=100_000)))
+    took = {}  # a whole run of each, so the signals fall inside it
+    for source in (CAPTURE, big):
+        began = time.monotonic()
+        subprocess.run([str(lumos), "convert", str(source), "-o", str(work / "killtime"), "-j",
+                        "2", "-q", "--force"], capture_output=True, check=True)  # fmt: skip
+        took[source] = time.monotonic() - began
     for k in range(count):
 
         def case(k: int = k) -> str:
             out = work / f"kill{k}"
-            sig = rng.choice((signal.SIGKILL, signal.SIGTERM))
-            delay = rng.uniform(0.1, 2.0)
+            sig = rng.choice((signal.SIGKILL, signal.SIGTERM, signal.SIGINT))
+            source = CAPTURE if k % 2 else big
+            delay = rng.uniform(0.05, 1.1 * took[source])
             proc = subprocess.Popen(
-                [str(lumos), "convert", str(CAPTURE), "-o", str(out), "-j", "2", "-q"],
+                [str(lumos), "convert", str(source), "-o", str(out), "-j", "2", "-q"],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
@@ -776,17 +789,17 @@ def kill_cases(work: Path, rng: random.Random, count: int) -> Iterator[Case]:
             if visible and visible != ["trace.0.et", "trace.1.et"]:
                 return "partial output"
             hidden = [p for p in out.parent.glob(f".{out.name}.*lumos-staging")]
-            if hidden and sig == signal.SIGTERM:
+            if hidden and sig != signal.SIGKILL:
                 return "partial output"
             if hidden:  # SIGKILL cannot clean up: the next conversion must sweep it
                 again = subprocess.run(
-                    [str(lumos), "convert", str(CAPTURE), "-o", str(out), "-q"], capture_output=True
+                    [str(lumos), "convert", str(source), "-o", str(out), "-q"], capture_output=True
                 )
                 if again.returncode or list(out.parent.glob(f".{out.name}.*lumos-staging")):
                     return "partial output"
             return "clean error"
 
-        yield "kill: SIGKILL/SIGTERM of convert -j 2", case
+        yield "kill: SIGKILL/SIGTERM/SIGINT of convert -j 2 at random moments", case
 
 
 def main() -> None:

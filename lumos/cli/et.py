@@ -95,13 +95,19 @@ def info_cmd(paths: tuple[str, ...], as_json: bool) -> None:
 
     TRACE: folders, prefixes, single .et files or tars of per-rank files.
     """
-    infos = [trace_info(find_et_sources(p)) for p in paths]
+    from lumos.converters.chakra.rankset import rank_set_problems, read_headers
+
+    found = [find_et_sources(p) for p in paths]
+    infos = [trace_info(sources) for sources in found]
     if as_json:
         echo_json({"traces": [i.to_dict() for i in infos]})
         return
     console = table_console()
-    for info in infos:
+    for info, sources in zip(infos, found, strict=True):
         _print_info(info, console)
+        errors, missing = rank_set_problems(read_headers(sources))
+        for problem in errors + missing:  # info describes; validate and simulate refuse
+            click.echo(printable(f"warning: {problem}"), err=True)
 
 
 @et_group.command("validate")

@@ -194,3 +194,12 @@ def test_world_size_or_rank_of_a_billion_is_a_limit_not_24_gb(tmp_path: Path, bo
         )
         said = done.stdout + done.stderr  # validate reports on stdout
         assert done.returncode in (1, 7) and "LUMOS_MAX_RANKS" in said, said
+
+
+def test_info_on_an_incomplete_set_warns(tmp_path: Path) -> None:
+    """`et info` printed '6 rank(s)' for an 8-rank set missing two, without a word; it
+    describes (exit 0) but now warns as validate would refuse."""
+    folder = write_set(tmp_path, 8, ranks=[0, 1, 2, 4, 5, 7])
+    result = CliRunner().invoke(cli, ["et", "info", str(folder)])
+    assert result.exit_code == 0
+    assert "warning: 2 of 8 ranks are missing: 3, 6" in result.stderr
