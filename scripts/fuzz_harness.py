@@ -342,18 +342,24 @@ def et_cases(work: Path, rng: random.Random, count: int, timeout: float) -> Iter
 
 
 def frame_cut_cases(work: Path, count: int, timeout: float) -> Iterator[Case]:
+    """Rank 1 cut before each node, or both ranks cut before the same node (then no
+    collective count differs: only the stated node_count tells the file was cut)."""
     seed = write_set(work / "cutseed", world=2, n=40)
-    raw = (seed / "t.1.et").read_bytes()
-    with open(seed / "t.1.et", "rb") as f:
-        ends = [off for off, _ in iter_frames(f, "t.1.et")][1:]  # cut before each node
-    ends = ends[: max(1, count // 3)]
-    for at in ends:
+    raws, ends = [], []
+    for r in (0, 1):
+        raws.append((seed / f"t.{r}.et").read_bytes())
+        with open(seed / f"t.{r}.et", "rb") as f:
+            ends.append([off for off, _ in iter_frames(f, "t.et")][1:])  # before each node
+    cases = max(2, count // 3)
+    for k in range(cases):
+        node = (k // 2) * len(ends[1]) // (cases // 2) % len(ends[1])  # spread over the file
         for cmd in ("validate", "simulate", "export"):
 
-            def case(at: int = at, cmd: str = cmd) -> str:
-                folder = work / f"cut{at}{cmd}"
+            def case(k: int = k, node: int = node, cmd: str = cmd) -> str:
+                folder = work / f"cut{k}{cmd}"
                 shutil.copytree(seed, folder)
-                (folder / "t.1.et").write_bytes(raw[:at])
+                for r in (1, 0) if k % 2 else (1,):
+                    (folder / f"t.{r}.et").write_bytes(raws[r][: ends[r][node]])
                 args = {
                     "validate": ["et", "validate", str(folder)],
                     "simulate": ["simulate", str(folder / "t")],
@@ -375,7 +381,7 @@ def frame_cut_cases(work: Path, count: int, timeout: float) -> Iterator[Case]:
                 shutil.rmtree(folder)
                 return out
 
-            yield "et: cut at every frame boundary", case
+            yield "et: cut at every frame boundary (one rank, or all alike)", case
 
 
 def rank_set_cases(work: Path, rng: random.Random, count: int, timeout: float) -> Iterator[Case]:

@@ -16,6 +16,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from lumos.converters.chakra import conventions as cv
+from lumos.converters.chakra.stream import declared_count
 from lumos.errors import TraceFormatError
 from lumos.proto import pb
 from lumos.simulator.et_columns import Columns, read_columns
@@ -53,8 +54,16 @@ def _cat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
 def graph_from_columns(
     rank: int, metadata: pb.GlobalMetadata, cols: Columns, source: str, repair: bool
 ) -> RankGraph:
-    """Assemble the graph (consumes `cols`). Raises as `read_graph`."""
+    """Assemble the graph (consumes `cols`). Raises as `read_graph`, and TraceFormatError
+    if the file holds fewer (cut short) or more nodes than its metadata's `node_count`."""
     n = cols.count
+    stated = declared_count(metadata)
+    if stated is not None and n != stated:  # what EtReader refuses, simulate refuses too
+        raise TraceFormatError(
+            source,
+            f"holds {n:,} nodes but its metadata says {stated:,}: "
+            + ("the file was cut short" if n < stated else "nodes were appended"),
+        )
     ids = _cat(cols.ids, np.int64)
     name_idx = _cat(cols.name_idx, np.int32)
     typ = _cat(cols.type, np.int8)

@@ -203,3 +203,22 @@ def test_info_on_an_incomplete_set_warns(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["et", "info", str(folder)])
     assert result.exit_code == 0
     assert "warning: 2 of 8 ranks are missing: 3, 6" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["simulate", "compare"])
+def test_simulate_refuses_our_own_file_cut_at_a_frame_boundary(
+    tmp_path: Path, command: str
+) -> None:
+    """Audit finding: simulate's column reader never compared the nodes read with the
+    metadata's node_count. With every rank cut at the same node (or one rank alone), no
+    collective count differs, and a 40-node rank cut to 20 simulated as 218 us, exit 0."""
+    folder = write_set(tmp_path, 2)
+    for rank in range(2):
+        path = folder / f"t.{rank}.et"
+        with EtReader(path) as reader:
+            head = reader.metadata.ByteSize()
+        first_node = rank_nodes(rank)[0].ByteSize()
+        path.write_bytes(path.read_bytes()[: 1 + head + 1 + first_node])  # 1 of 2 nodes
+    result = CliRunner().invoke(cli, [command, str(folder / "t")])
+    assert result.exit_code == 3
+    assert "holds 1 nodes but its metadata says 2: the file was cut short" in result.output
