@@ -4,7 +4,7 @@ Each configuration is captured `--runs` times with `scripts/capture_gpt.py` unde
 `torchrun` (CPU, gloo, one thread per rank), profiling `--steps` steps after two warm-up
 steps, then converted to Chakra ETs:
 
-    nice -n -5 python scripts/whatif_capture.py --out out/whatif --runs 7 --steps 6
+    nice -n -5 python scripts/whatif_capture.py --out out/whatif --runs 7 --steps 6 --max-busy 0.05
 
 writes `out/whatif/<config>/run<k>/` (the raw host ET + Kineto pairs),
 `out/whatif/<config>/run<k>.capture.json` (the load average before and after, the host's
@@ -16,8 +16,8 @@ table of docs/whatif.md. Nothing here is committed.
 
 Configurations are interleaved (run k of every configuration, then run k+1), so a drift
 in the machine's load hits all alike; every capture waits `--settle` seconds after the
-previous one (its files flushed), and with `--max-load` until the 1-minute load average
-is below that. All conversions run after all captures, so none of them competes with a
+previous one (its files flushed), and with `--max-busy` until the CPUs were at most that
+busy over 2 s (others' jobs; the load average would also count the previous capture). All conversions run after all captures, so none of them competes with a
 capture for the cores.
 """
 
@@ -72,16 +72,38 @@ GRID = (
 )
 
 
-def wait_quiet(max_load: float | None, settle: float, timeout: float = 600.0) -> None:
-    """Sleep `settle` s after syncing the file system, then until the load is low."""
+def busy_fraction(seconds: float = 2.0) -> float:
+    """Share of the host's CPU time spent busy over the next `seconds` (/proc/stat; the
+    1-minute load average, over the cores, where there is no /proc/stat)."""
+
+    def sample() -> tuple[int, int]:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+        return sum(fields), idle
+
+    try:
+        total0, idle0 = sample()
+        time.sleep(seconds)
+        total1, idle1 = sample()
+    except OSError:
+        return os.getloadavg()[0] / (os.cpu_count() or 1)
+    return 1.0 - (idle1 - idle0) / max(1, total1 - total0)
+
+
+def wait_quiet(max_busy: float | None, settle: float, timeout: float = 900.0) -> float:
+    """Flush the file system, sleep `settle` s, then wait until the host's CPUs are at
+    most `max_busy` busy over 2 s (nobody else running now: the load average also counts
+    the previous capture); the busy share measured last."""
     os.sync()
     time.sleep(settle)
     deadline = time.monotonic() + timeout
-    while max_load is not None and os.getloadavg()[0] > max_load:
+    busy = busy_fraction()
+    while max_busy is not None and busy > max_busy:
         if time.monotonic() > deadline:
-            print(f"load still {os.getloadavg()[0]:.2f} > {max_load}: capturing anyway")
-            return
-        time.sleep(5)
+            print(f"CPUs still {busy:.0%} busy > {max_busy:.0%}: capturing anyway")
+            break
+        busy = busy_fraction()
+    return busy
 
 
 def capture(point: GridPoint, out: Path, port: int, steps: int) -> dict[str, object]:
@@ -128,7 +150,9 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=7)
     p.add_argument("--steps", type=int, default=6, help="profiled steps per run")
     p.add_argument("--settle", type=float, default=3.0, help="seconds between captures")
-    p.add_argument("--max-load", type=float, default=None, help="wait for a 1-min load below")
+    p.add_argument(
+        "--max-busy", type=float, default=None, help="wait until the CPUs are this idle (0-1)"
+    )
     p.add_argument("--only", nargs="*", default=None, help="configuration names")
     args = p.parse_args()
     points = [g for g in GRID if not args.only or g.name in args.only]
@@ -141,13 +165,14 @@ def main() -> None:
             if meta.exists():
                 captured.append(raw)
                 continue
-            wait_quiet(args.max_load, args.settle)
+            busy = wait_quiet(args.max_busy, args.settle)
             port += 1
             info = capture(point, raw, port, args.steps)
+            info["busy_before"] = round(busy, 3)
             meta.write_text(json.dumps(info, indent=1))
             captured.append(raw)
             print(
-                f"{point.name} run{run}: {info['seconds']} s, "
+                f"{point.name} run{run}: {info['seconds']} s, CPUs {busy:.0%} busy before, "
                 f"load {info['loadavg_before'][0]:.2f} -> {info['loadavg_after'][0]:.2f}",  # type: ignore[index]
                 flush=True,
             )

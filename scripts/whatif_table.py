@@ -71,13 +71,16 @@ def run_dirs(root: Path, config: str) -> list[Path]:
     return sorted((root / config).glob("run*-et"), key=lambda p: int(p.name[3:-3]))
 
 
-def load_avg(root: Path, config: str) -> list[float]:
-    """The 1-minute load average each run recorded before its capture."""
+def capture_load(root: Path, config: str, key: str) -> list[float]:
+    """What each run recorded before its capture: `loadavg_before` (the 1-minute load
+    average) or `busy_before` (the CPUs' busy share over 2 s), where recorded."""
     out = []
     for et_dir in run_dirs(root, config):
         meta = et_dir.parent / f"{et_dir.name[:-3]}.capture.json"
         if meta.is_file():
-            out.append(float(json.loads(meta.read_text())["loadavg_before"][0]))
+            value = json.loads(meta.read_text()).get(key)
+            if value is not None:
+                out.append(float(value[0] if isinstance(value, list) else value))
     return out
 
 
@@ -104,9 +107,12 @@ def main() -> None:
     print(f"base replay as traced: {', '.join(f'{x:.1f}' for x in replay)} ms")
     print(f"base replay normalised: {', '.join(f'{x:.1f}' for x in normal)} ms")
     print(f"base spread (max-min)/median: {spread:.0f}%")
-    loads = [x for c in ("base", *EDITS) for x in load_avg(args.root, c)]
+    loads = [x for c in ("base", *EDITS) for x in capture_load(args.root, c, "loadavg_before")]
     if loads:
         print(f"load average before the captures: {min(loads):.2f}-{max(loads):.2f}")
+    busy = [x for c in ("base", *EDITS) for x in capture_load(args.root, c, "busy_before")]
+    if busy:
+        print(f"CPUs busy before the captures: {min(busy):.0%}-{max(busy):.0%}")
     print()
     print(
         "| config | edit | runs | measured median (min-max) ms | predicted median (min-max) ms "
