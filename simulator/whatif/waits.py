@@ -11,7 +11,10 @@ without DDP, a smaller all-reduce) the gap would still hold the old wait, and a 
 that waited for a late peer keeps that wait in every prediction.
 
 `anchor_waits` keeps, of such a gap, only the part after the awaited task's recorded end
-(the wake-up), so the op resumes when its dependency ends in the edited step. It also
+(the wake-up), so the op resumes when its dependency ends in the edited step. A gap right
+after a send/recv or collective on the same thread is that communication's wait (gloo's
+blocking `wait()` after the call returned), which the simulator already gives it by
+pairing it with its peers: the gap goes to 0. It also
 finds the waits the converter missed because the awaited task's own event closed after
 the waiter resumed: a gloo worker completes the work, wakes the waiting thread, and
 closes its `gloo:all_reduce` annotation tens to hundreds of microseconds later. A
