@@ -265,3 +265,18 @@ def test_export_force_keeps_files_the_bundle_did_not_hold(tmp_path: Path) -> Non
         assert (bundle / extra).read_text() == "mine"
         (bundle / extra).unlink()
     assert CliRunner().invoke(cli, [*args, "-o", str(bundle)]).exit_code == 0
+
+
+def test_sweep_table_writes_like_every_other_output(tmp_path: Path) -> None:
+    """The sweep's table and Pareto page used their own mkstemp temporaries (`.t.csv.XXXX`,
+    never swept after a kill) and replaced a symlink; they go through atomic_write now."""
+    from lumos.simulator.sweep.table import write_atomic
+
+    real = tmp_path / "real.csv"
+    real.write_text("old")
+    (tmp_path / "t.csv").symlink_to(real)
+    write_atomic(tmp_path / "t.csv", b"new")
+    assert (tmp_path / "t.csv").is_symlink() and real.read_text() == "new"
+    with pytest.raises(OutputError, match="is a directory"):
+        write_atomic(tmp_path, b"x")
+    assert leftovers(tmp_path) == []

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from lumos.errors import MissingExtraError
+from lumos.outputs import atomic_write
 from lumos.simulator.sweep.evaluate import FIGURES
 
 PLAN_COLUMNS = (
@@ -61,21 +60,13 @@ def ranked(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """`path` holds `data` whole or is untouched (`lumos.outputs.atomic_write`: through a
+    symlink, never over a device, a killed run's temporary swept by the next writer).
 
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    Raises OutputError on a full disk, a read-only folder or a folder in the way.
+    """
+    with atomic_write(path) as out:
+        out.write(data)
 
 
 def write_table(rows: list[dict[str, Any]], path: Path, columns: tuple[str, ...] = COLUMNS) -> None:
