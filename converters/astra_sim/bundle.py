@@ -82,7 +82,10 @@ def write_bundle(
     tmp = staging_dir(target)
     try:
         _write_files(tmp, files)
-        report = preflight_bundle(tmp)
+        try:
+            report = preflight_bundle(tmp)
+        except ExportError as exc:  # name the bundle asked for, not the staging folder
+            raise ExportError(str(exc).replace(str(tmp), str(out_dir))) from None
         (tmp / "README.md").write_text(readme(report))
         if target.exists():
             old = target.with_name(f".{target.name}.old")

@@ -307,6 +307,9 @@ def test_active_chunks_below_splits_refused_on_two_dimensions(tmp_path: Path) ->
         info.value
     ) and "#370" in str(info.value)
     assert not (tmp_path / "b").exists()
+    # the error names the bundle asked for, not the staging folder it no longer has
+    assert f"pre-flight of {tmp_path / 'b'} failed" in str(info.value)
+    assert "lumos-staging" not in str(info.value)
     # one dimension: chunks simply run back to back (ASTRA-sim's own Ring_4chunks example)
     summary = export(
         target,
