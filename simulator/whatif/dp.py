@@ -13,7 +13,6 @@ replica has none); DDP all-reduces keep their size, FSDP all-gather shards shrin
 
 from __future__ import annotations
 
-from lumos.converters.chakra import conventions as cv
 from lumos.errors import ConfigError
 from lumos.proto import pb
 from lumos.simulator.network.api import ALL_GATHER
@@ -70,11 +69,13 @@ def set_dp(ets: EtSet, n: int) -> EtSet:
 
 
 def _retime(c: pb.Node, link: object, n_old: int, n_new: int) -> None:
+    if n_new == n_old:
+        # same group size, same bytes: the collective stays as traced (writing its
+        # duration back as `comm_dur_ns` would drop the replay's per-member exits)
+        return
     comm_type = nd.int_attr(c, "comm_type", 0)
     size = nd.int_attr(c, "comm_size", 0)
     new_size = round(size * n_old / n_new) if comm_type == ALL_GATHER else size
     new = link.retime(nd.comm_duration(c), comm_type, size, n_old, n_new, new_size)  # type: ignore[attr-defined]
     nd.put(c, "comm_size", new_size, "int64_val")
     nd.set_duration(c, round(new))
-    if nd.int_attr(c, cv.COMM_SEQ) >= 0:
-        pass

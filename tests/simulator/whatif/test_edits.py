@@ -96,6 +96,26 @@ def test_dp_resize_groups_sizes_and_fitted_times() -> None:
     assert abs(_time(back) - _time(base)) <= 0.005 * _time(base)
 
 
+def test_dp_at_the_traced_degree_leaves_the_collectives_as_traced() -> None:
+    # a real 2-rank gloo capture's all-reduces carry no comm_dur_ns: the replay lets each
+    # member leave at its own recorded exit. Rewriting their duration as comm_dur_ns (an
+    # identity re-pricing) dropped that and moved the step by 1.3 %.
+    from lumos.converters.pytorch.convert import convert
+    from lumos.simulator.whatif.etset import load_etset
+    from tests.conftest import DATA
+
+    out = Path(__import__("tempfile").mkdtemp()) / "et"
+    convert([DATA / "captures" / "ddp"], out, prefix="ddp")
+    base = recover(load_etset(out)).ets
+    same = set_dp(base, 2)
+    for rank in (0, 1):
+        before, after = _colls(base, rank), _colls(same, rank)
+        assert [nd.duration(n) for n in after] == [nd.duration(n) for n in before]
+        dur = [nd.int_attr(n, "comm_dur_ns") for n in before]
+        assert [nd.int_attr(n, "comm_dur_ns") for n in after] == dur and -1 in dur
+    assert _time(same) == _time(base)
+
+
 def test_dp_resize_reprices_the_transfer_and_keeps_the_wait() -> None:
     # gloo on a busy host: one all-reduce took 3 ms more than its transfer (it waited for
     # a core); four replicas move more bytes per rank, the wait stays as measured, and
