@@ -247,3 +247,172 @@ def test_hw_yaml_and_comm_group_loaders_any_input(tmp_path: Path, value: Any, ra
         for call in (lambda: load_system(system), lambda: load_pg_ranks(str(groups))):
             with contextlib.suppress(LumosError):
                 call()
+
+
+# --- second audit (issue 11): tars, YAML, times, names, groups, host trees, limits ------
+
+#: pure functions: cheap enough for more examples
+MANY = settings(max_examples=200, derandomize=True, deadline=None)
+
+
+def _tar_of(members: dict[str, bytes]) -> bytes:
+    import io
+    import tarfile
+
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+@FAST
+@given(
+    names=st.lists(st.sampled_from(["t.0.et", "t.1.et", "../t.2.et", "/x/t.3.et"]), max_size=4),
+    data=st.data(),
+)
+def test_tar_readers_on_any_cut_raise_only_lumos_errors(
+    tmp_path: Path, names: list[str], data: Any
+) -> None:
+    from lumos.converters.chakra.archive import open_tar, read_member
+
+    raw = _tar_of({n: data.draw(st.binary(max_size=600)) for n in names})
+    cut = data.draw(st.integers(0, len(raw)))
+    path = tmp_path / "a.tar"
+    path.write_bytes(raw[:cut] + data.draw(st.binary(max_size=8)))
+    with contextlib.suppress(LumosError):
+        with open_tar(path) as tar:
+            members = [m.name for m in tar if m.isfile()]
+        for name in members:
+            read_member(str(path), name, f"{path}:{name}")
+    with contextlib.suppress(LumosError):
+        _read_all(path)
+
+
+yaml_text = st.recursive(
+    st.sampled_from(["1", "x", "1e999", ".nan", "*a", "!!python/object:os.system x", "[]"]),
+    lambda inner: (
+        st.lists(inner, max_size=3).map(lambda xs: "[" + ", ".join(xs) + "]")
+        | st.tuples(st.sampled_from(["k", "a", "num_nodes"]), inner).map(
+            lambda kv: "{" + f"{kv[0]}: {kv[1]}" + "}"
+        )
+        | inner.map(lambda x: f"&a {x}")
+    ),
+    max_leaves=10,
+)
+
+
+@MANY
+@given(text=yaml_text, repeat=st.booleans())
+def test_yaml_loader_raises_only_yaml_errors(text: str, repeat: bool) -> None:
+    from lumos.hwconfigs.fields import load_yaml
+
+    doc = f"name: {text}\n" + ("name: again\n" if repeat else "")
+    try:
+        load_yaml(doc)
+    except yaml.YAMLError:
+        return
+    assert not repeat  # a key given twice never loads
+
+
+@FAST
+@given(width=st.integers(1, 9), depth=st.integers(1, 6))
+def test_yaml_alias_budget_counts_what_expansion_would_build(width: int, depth: int) -> None:
+    from lumos.hwconfigs.fields import MAX_YAML_VALUES, _expanded_size
+
+    lines = ["a0: &a0 [" + ", ".join(["x"] * width) + "]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * width) + "]" for i in range(1, depth)]
+    text = "\n".join(lines) + "\n"
+    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    expected = 1 + sum(  # the top mapping, each key, and every list fully expanded
+        1 + sum(width**j for j in range(1, i + 2)) + 1 for i in range(depth)
+    )
+    assert _expanded_size(node) == expected
+    if expected > MAX_YAML_VALUES:
+        from lumos.hwconfigs.fields import load_yaml
+
+        with pytest.raises(yaml.YAMLError, match="alias bomb"):
+            load_yaml(text)
+
+
+@MANY
+@given(values=st.lists(scalars | st.integers(-(10**17), 10**17), min_size=1, max_size=20))
+def test_kineto_times_are_exact_or_refused(values: list[Any]) -> None:
+    from lumos.converters.pytorch.kineto import MAX_US, BadNumber, ns_array
+
+    try:
+        out = ns_array(values)
+    except BadNumber as exc:
+        bad = values[exc.index]
+        assert type(bad) is bool or not isinstance(bad, (int, float)) or not abs(bad) < MAX_US
+        return
+    for value, ns in zip(values, out.tolist(), strict=True):
+        assert type(value) is not bool and abs(value) < MAX_US
+        assert ns == round(value * 1000) or abs(ns - value * 1000) <= 1
+
+
+@MANY
+@given(text=st.text())
+def test_printable_leaves_no_control_character(text: str) -> None:
+    from lumos.outputs import printable
+
+    out = printable(text)
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or c == "\u202e" for c in out)
+    assert printable(out) == out
+
+
+@MANY
+@given(value=json_values, raw=st.text(max_size=20))
+def test_process_groups_parse_or_say_why(value: Any, raw: str) -> None:
+    from lumos.converters.chakra.conventions import parse_process_groups
+
+    try:
+        text = orjson.dumps(value).decode()
+    except TypeError:
+        text = raw
+    for candidate in (text, raw, value):
+        groups, why = parse_process_groups(candidate)
+        assert (why is None) or groups == {}
+        assert all(type(r) is int and r >= 0 for members in groups.values() for r in members)
+
+
+@MANY
+@given(parents=st.lists(st.integers(-1, 12), min_size=1, max_size=12))
+def test_host_parent_loops_match_a_plain_walk(parents: list[int]) -> None:
+    import numpy as np
+
+    from lumos.converters.pytorch.host_tree import _in_loops
+
+    ids = np.arange(1, len(parents) + 1)
+    parent = np.asarray(parents, np.int64)
+    by_id = dict(zip(ids.tolist(), parents, strict=True))
+    expected = []
+    for row, node in enumerate(ids.tolist()):
+        seen, at = set(), node
+        while at in by_id and by_id[at] != at and at not in seen:
+            seen.add(at)
+            at = by_id[at]
+        if at in seen:  # walked back onto its own chain: never reaches a root
+            expected.append(row)
+    assert _in_loops(ids, parent).tolist() == expected
+
+
+@FAST
+@given(raw=st.text(max_size=12))
+def test_limit_values_are_whole_numbers_or_a_config_error(
+    monkeypatch: pytest.MonkeyPatch, raw: str
+) -> None:
+    from lumos.errors import ConfigError
+    from lumos.limits import MAX_RANKS
+
+    if "\0" in raw:
+        return  # the environment cannot hold NUL
+    monkeypatch.setenv(MAX_RANKS.env, raw)
+    try:
+        value = MAX_RANKS.value
+    except ConfigError as exc:
+        assert MAX_RANKS.env in str(exc)
+        return
+    assert isinstance(value, int) and value >= 1
