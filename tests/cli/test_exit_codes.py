@@ -115,3 +115,49 @@ def test_time_past_64_bits_is_a_simulation_error(tmp_path: Path) -> None:
         "--astra-sim-system", str(system), "--astra-sim-network", str(network),
     )  # fmt: skip
     assert code == 5 and "exceeds 64-bit nanoseconds" in out
+
+
+def test_gzip_bomb_stops_at_the_ratio_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 11 item 7: a small .json.gz / .et.gz expanding to gigabytes. The ratio is
+    checked once past GZIP_RATIO_AFTER (64 MB; lowered here to keep the file small)."""
+    import gzip
+
+    from lumos.converters.chakra import compressed
+
+    monkeypatch.setattr(compressed, "GZIP_RATIO_AFTER", 1 << 20)
+    kineto = tmp_path / "k"
+    kineto.mkdir()
+    (kineto / "rank0.kineto.json.gz").write_bytes(
+        gzip.compress(b'{"traceEvents":[' + b" " * (8 << 20) + b"]}")
+    )
+    code, out = run("convert", str(kineto), "-o", str(tmp_path / "out"))
+    assert code == 7 and "gzip expansion ratio" in out and "LUMOS_MAX_GZIP_RATIO" in out
+    assert not (tmp_path / "out").exists()
+    folder = write_set(tmp_path / "set", 1)
+    et = folder / "t.0.et"
+    gz = folder / "t.0.et.gz"
+    gz.write_bytes(gzip.compress(et.read_bytes() + bytes(8 << 20)))
+    et.unlink()
+    code, out = run("simulate", str(folder / "t"))
+    assert code == 7 and "LUMOS_MAX_GZIP_RATIO" in out
+
+
+def test_frame_claiming_3_gb_is_refused_from_its_header(tmp_path: Path) -> None:
+    """Issue 11 item 7: a .et frame header claiming 3 GB; every reader refuses it before
+    allocating (the ET reader of validate / to-json / export, and simulate's)."""
+    from lumos.converters.chakra.varint import encode_varint
+
+    folder = write_set(tmp_path / "set", 2)
+    path = folder / "t.1.et"
+    path.write_bytes(path.read_bytes() + encode_varint(3 << 30) + bytes(64))
+    for args in (
+        ["simulate", str(folder / "t")],
+        ["et", "to-json", str(path), "-o", str(tmp_path / "x.json")],
+        ["export", "astra-sim", str(folder / "t"), "--hw", "h100", "-o", str(tmp_path / "b")],
+    ):
+        code, out = run(*args)
+        assert code == 7 and "3,221,225,472" in out and "LUMOS_MAX_FRAME_BYTES" in out, out
+    code, out = run("et", "validate", str(folder))
+    assert code == 1 and "LUMOS_MAX_FRAME_BYTES" in out  # validate reports it as a problem
