@@ -280,3 +280,18 @@ def test_sweep_table_writes_like_every_other_output(tmp_path: Path) -> None:
     with pytest.raises(OutputError, match="is a directory"):
         write_atomic(tmp_path, b"x")
     assert leftovers(tmp_path) == []
+
+
+def test_a_set_on_a_full_disk_names_its_folder_not_the_staging_one(small_tmpfs: Path) -> None:
+    """Issue 11 item 9 ('errors name a temp path that no longer exists'): convert on a full
+    disk said `.conv.1761.5f6823.lumos-staging/trace.0.et: cannot write`."""
+    capture = Path(__file__).parent / "data" / "captures" / "ddp"
+    (small_tmpfs / "filler").write_bytes(b"\0" * (60 << 10))
+    for jobs in ("1", "2"):
+        result = CliRunner().invoke(
+            cli, ["convert", str(capture), "-o", str(small_tmpfs / "conv"), "-j", jobs]
+        )
+        assert result.exit_code == 6, result.output
+        assert f"{small_tmpfs / 'conv' / 'trace.0.et'}: cannot write: no space" in result.output
+        assert "lumos-staging" not in result.output
+        assert sorted(p.name for p in small_tmpfs.iterdir()) == ["filler"]

@@ -116,7 +116,10 @@ def rank_set_output(out: str | os.PathLike[str], prefix: str, *, force: bool) ->
     check_set_output(target, prefix, force=force)
     stage = stage_for(target)
     try:
-        yield stage
+        try:
+            yield stage
+        except OutputError as exc:  # name the folder asked for, not the staging one
+            raise OutputError(str(exc).replace(str(stage), str(target))) from None
         publish(stage, target, prefix)
     finally:
         remove_tree(stage)
