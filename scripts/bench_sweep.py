@@ -3,7 +3,7 @@
     python scripts/bench_sweep.py                 # 1,377 plans, Llama 3.1 70B on 512 H100s
     python scripts/bench_sweep.py --grid medium   # 252 plans of the same job, for development
     python scripts/bench_sweep.py --grid quick    # 8 plans, a smoke run
-    python scripts/bench_sweep.py --ray           # + Ray local cluster, 1 vs 2 workers (quick grid)
+    python scripts/bench_sweep.py --grid medium --ray  # + Ray local cluster, 1 vs 2 workers
 
 Baselines measured in the same process: one estimate of a reference plan with every
 micro-batch simulated (`exact=True`) and with the estimator's periodic short path (what
@@ -109,9 +109,9 @@ def main() -> int:
         f"{plans / wall:.2f} plans/s; one after another with every micro-batch simulated "
         f"would take ~{simulated * full_s:.0f} s (ratio {simulated * full_s / wall:.1f}x)"
     )
-    if args.ray:  # scaling on the small grid: the same plans on 1 and 2 Ray workers
-        w1, n1, *_ = _run(QUICK, "ray", 1)
-        w2, *_ = _run(QUICK, "ray", 2)
+    if args.ray:  # scaling: the same grid on 1 and 2 Ray workers (Ray's start included)
+        w1, n1, *_ = _run(space, "ray", 1)
+        w2, *_ = _run(space, "ray", 2)
         print(f"ray, {n1} plans: x1 {w1:.1f} s, x2 {w2:.1f} s, speed-up {w1 / w2:.2f}x")
     print(f"load average {os.getloadavg()[0]:.1f} after")
     return 0
