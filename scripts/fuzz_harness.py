@@ -76,6 +76,22 @@ class Run:
     hung: bool = False
 
 
+#: ASTRA-sim's ring system config of its published regression runs (tests/astra_cases.py
+#: holds the tests' copy: scripts do not import the tests)
+RING_SYSTEM: dict[str, Any] = {
+    "scheduling-policy": "LIFO",
+    "endpoint-delay": 10,
+    "active-chunks-per-dimension": 1,
+    "preferred-dataset-splits": 4,
+    "all-reduce-implementation": ["ring"],
+    "all-gather-implementation": ["ring"],
+    "reduce-scatter-implementation": ["ring"],
+    "all-to-all-implementation": ["ring"],
+    "collective-optimization": "localBWAware",
+    "local-mem-bw": 1600,
+}
+
+
 def _on_alarm(signum: int, frame: Any) -> None:
     raise Hang
 
@@ -555,18 +571,7 @@ def config_cases(work: Path, rng: random.Random, count: int, timeout: float) -> 
     import yaml
 
     trace = write_set(work / "cfgset", world=8, n=10)
-    system = {
-        "scheduling-policy": "LIFO",
-        "endpoint-delay": 10,
-        "active-chunks-per-dimension": 1,
-        "preferred-dataset-splits": 4,
-        "all-reduce-implementation": ["ring"],
-        "all-gather-implementation": ["ring"],
-        "reduce-scatter-implementation": ["ring"],
-        "all-to-all-implementation": ["ring"],
-        "collective-optimization": "localBWAware",
-        "local-mem-bw": 1600,
-    }
+    system = dict(RING_SYSTEM)
     network = {"topology": ["Ring"], "npus_count": [8], "bandwidth": [50.0], "latency": [500.0]}
     hw = yaml.safe_load((REPO / "hwconfigs" / "systems" / "h100.yaml").read_text())
     for k in range(count):

@@ -43,18 +43,6 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 CAPTURE = REPO / "tests" / "data" / "captures" / "ddp"
 H100 = (REPO / "hwconfigs" / "systems" / "h100.yaml").read_text()
-SYSTEM = {
-    "scheduling-policy": "LIFO",
-    "endpoint-delay": 10,
-    "active-chunks-per-dimension": 1,
-    "preferred-dataset-splits": 4,
-    "all-reduce-implementation": ["ring"],
-    "all-gather-implementation": ["ring"],
-    "reduce-scatter-implementation": ["ring"],
-    "all-to-all-implementation": ["ring"],
-    "collective-optimization": "localBWAware",
-    "local-mem-bw": 1600,
-}
 NETWORK = "topology: [Ring]\nnpus_count: [4]\nbandwidth: [50.0]\nlatency: [500.0]\n"
 LAUGHS = (
     "["
@@ -219,7 +207,7 @@ def config_cases(h: ModuleType, work: Path, rng: random.Random, count: int, time
             marker = folder / "pwned"
             kind = rng.choice(("hw", "network", "system", "groups", "env"))
             system = folder / "system.json"
-            system.write_text(json.dumps(SYSTEM))
+            system.write_text(json.dumps(h.RING_SYSTEM))
             network = folder / "network.yml"
             network.write_text(NETWORK)
             env: dict[str, str] | None = None
@@ -572,7 +560,7 @@ def bomb_cases(h: ModuleType, work: Path, timeout: float) -> Iterator[Case]:
     gz(root / "bomb.tar.gz", iter([info.tobuf(tarfile.GNU_FORMAT), *zeros(info.size + 1024)]))
     made["tar.gz: a 2 GB member"] = ["simulate", str(root / "bomb.tar.gz")]
     system = root / "system.json"
-    system.write_text(json.dumps({**SYSTEM, "active-chunks-per-dimension": 10**9}))
+    system.write_text(json.dumps({**h.RING_SYSTEM, "active-chunks-per-dimension": 10**9}))
     network = root / "network.yml"
     network.write_text(NETWORK.replace("[4]", "[2]"))
     h.write_set(root / "small", world=2, n=10)

@@ -21,22 +21,11 @@ from lumos.cli.main import cli
 from lumos.converters.chakra.attrs import make_attr
 from lumos.converters.chakra.stream import with_node_count, write_et
 from lumos.proto import pb
+from tests.astra_cases import RING_SYSTEM as SYSTEM
 from tests.conftest import REPO
 from tests.converters.chakra.test_rank_sets import write_set
 
 DEEP = "[" * 100_000 + "]" * 100_000
-SYSTEM = {
-    "scheduling-policy": "LIFO",
-    "endpoint-delay": 10,
-    "active-chunks-per-dimension": 1,
-    "preferred-dataset-splits": 4,
-    "all-reduce-implementation": ["ring"],
-    "all-gather-implementation": ["ring"],
-    "reduce-scatter-implementation": ["ring"],
-    "all-to-all-implementation": ["ring"],
-    "collective-optimization": "localBWAware",
-    "local-mem-bw": 1600,
-}
 NETWORK = "topology: [Ring]\nnpus_count: [2]\nbandwidth: [50.0]\nlatency: [500.0]\n"
 H100 = (REPO / "hwconfigs" / "systems" / "h100.yaml").read_text()
 #: nine levels of nine aliases: 387 million values from 600 bytes
