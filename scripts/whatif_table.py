@@ -26,7 +26,7 @@ from pathlib import Path
 from lumos.converters.chakra import conventions as cv
 from lumos.converters.chakra.attrs import get_attr
 from lumos.converters.pytorch.capture import load_json, profiler_steps
-from lumos.simulator.whatif.api import WhatIf, apply_edits, recover
+from lumos.simulator.whatif.api import WhatIf, apply_edits, contended, recover
 from lumos.simulator.whatif.etset import EtSet, load_etset, simulate_etset
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,10 +102,14 @@ def main() -> None:
     ]
     replay = [simulate_etset(e).iteration_time_ns / 1e6 for e in base_ets]
     normal = [simulate_etset(r.ets).iteration_time_ns / 1e6 for r in bases]
+    loaded = [simulate_etset(contended(r, r.ets)).iteration_time_ns / 1e6 for r in bases]
     spread = (max(base_ms) - min(base_ms)) / statistics.median(base_ms) * 100
     print(f"base: {len(bases)} runs, measured {', '.join(f'{x:.1f}' for x in base_ms)} ms")
     print(f"base replay as traced: {', '.join(f'{x:.1f}' for x in replay)} ms")
     print(f"base replay normalised: {', '.join(f'{x:.1f}' for x in normal)} ms")
+    print(f"base normalised + host contention: {', '.join(f'{x:.1f}' for x in loaded)} ms")
+    rates = [r.normalised.contention.rate for r in bases]
+    print(f"host contention rate (lost / full-host time): {', '.join(f'{x:.3f}' for x in rates)}")
     print(f"base spread (max-min)/median: {spread:.0f}%")
     loads = [x for c in ("base", *EDITS) for x in capture_load(args.root, c, "loadavg_before")]
     if loads:

@@ -18,6 +18,7 @@ from lumos.proto import pb
 from lumos.simulator.costmodel.roofline import CostModel
 from lumos.simulator.result import SimResult
 from lumos.simulator.whatif import nodes as nd
+from lumos.simulator.whatif.contention import recontend
 from lumos.simulator.whatif.dims import ModelDims, hidden_map, infer_dims, seq_map
 from lumos.simulator.whatif.dp import set_dp
 from lumos.simulator.whatif.etset import EtSet, load_etset, simulate_etset
@@ -159,7 +160,13 @@ def apply_edits(rec: Recovered, spec: WhatIf) -> tuple[EtSet, list[str]]:
     if spec.jitter:
         ets = jitter(ets, spec.jitter, spec.seed)
         notes.append(f"kernel jitter sigma {spec.jitter} (seed {spec.seed})")
-    return keep_tails(rec.ets, ets), notes
+    return contended(rec, ets), notes
+
+
+def contended(rec: Recovered, ets: EtSet) -> EtSet:
+    """`ets` (edited from `rec`) with the traced tails and the traced step's host
+    contention (`contention.recontend`: the expected lost slices, none when inactive)."""
+    return keep_tails(rec.ets, recontend(keep_tails(rec.ets, ets), rec.normalised.contention))
 
 
 def _cost_model(ets: EtSet, spec: WhatIf) -> CostModel | None:
@@ -237,6 +244,6 @@ def run_whatif(target: str | Path | EtSet, spec: WhatIf) -> WhatIfResult:
     ets = target if isinstance(target, EtSet) else load_etset(target)
     rec = recover(ets, spec.normalise)
     edited, notes = apply_edits(rec, spec)
-    base = simulate_etset(rec.ets)
+    base = simulate_etset(contended(rec, rec.ets))
     predicted = simulate_etset(edited)
     return WhatIfResult(base, predicted, rec, edited, notes)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lumos.simulator.whatif.contention import Contention, measure
 from lumos.simulator.whatif.etset import EtSet
 from lumos.simulator.whatif.preemption import PreemptionStats, trim_preemptions
 from lumos.simulator.whatif.waits import WaitStats, anchor_waits
@@ -23,6 +24,7 @@ class Normalised:
 
     waits: WaitStats = field(default_factory=WaitStats)
     preemptions: PreemptionStats = field(default_factory=PreemptionStats)
+    contention: Contention = field(default_factory=Contention)
 
     def notes(self) -> list[str]:
         out = []
@@ -39,11 +41,15 @@ class Normalised:
                 f"{p.collectives} collective(s) on CPU threads that lost time slices trimmed "
                 f"to their typical time ({p.removed_ns / 1e6:.2f} ms)"
             )
+        if self.contention.active:
+            out.append(self.contention.note())
         return out
 
 
 def normalise_step(ets: EtSet) -> tuple[EtSet, Normalised]:
-    """The traced step with its waits anchored and its preempted ops trimmed."""
-    ets, waits = anchor_waits(ets)
-    ets, preemptions = trim_preemptions(ets)
-    return ets, Normalised(waits, preemptions)
+    """The traced step with its waits anchored and its preempted ops trimmed, and the
+    host contention the trimmed slices measure (`contention.measure`)."""
+    anchored, waits = anchor_waits(ets)
+    trimmed, preemptions = trim_preemptions(anchored)
+    contention = measure(anchored, trimmed) if preemptions.removed_ns else Contention()
+    return trimmed, Normalised(waits, preemptions, contention)

@@ -237,7 +237,9 @@ def test_layers_edit_does_not_copy_a_preemption_into_every_new_layer() -> None:
     raw = apply_edits(recover(noisy, normalise=False), WhatIf(layers=6))[0]
     fixed = apply_edits(recover(noisy), WhatIf(layers=6))[0]
     assert simulate_etset(raw).iteration_time_ns > clean + 3 * 4_000 * US  # copied 4 times
-    assert simulate_etset(fixed).iteration_time_ns == clean
+    # not copied: the slice comes back only as the expected loss while the host is full
+    # (`contention`: one slice in a 0.5 ms step reads as the highest rate, half speed)
+    assert clean < simulate_etset(fixed).iteration_time_ns <= 2 * clean
 
 
 def _inflate_first_collective(ets: EtSet, rank: int, extra: int) -> EtSet:
