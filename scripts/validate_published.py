@@ -20,8 +20,12 @@ torchtitan run fused (flash / cuDNN) attention with gradient/parameter overlap;
 DeepSpeed's 2021 ZeRO-3 fetched each weight tensor alone, blocking, and reduced gradients
 without overlap (`overlap_comm` off by default): `fsdp_unit="tensor"`, see
 `simulator/workload/zero3_tensor.py`. Unstated micro-batch sizes are 1; an unstated
-TP-comm overlap is off. A row whose `expressible` column says "no", or whose model lumos
-refuses (mixture of experts), is listed as skipped with the reason. Nothing here is fitted.
+TP-comm overlap is off. Mixture-of-experts rows (the `arch` column says MoE; their shape
+columns are empty) take the built-in model their name maps to (`MOE_MODELS`, shapes from
+each model's config.json, `simulator/workload/models.yaml`), the row's EP, and what the
+Megatron-Bridge performance recipes set (`MEGATRON_BRIDGE_MOE`). A row whose `expressible`
+column says "no", or whose model lumos refuses, is listed as skipped with the reason.
+Nothing here is fitted.
 
     python scripts/validate_published.py [--heldout | --csv PATH] [--only ROW_ID ...]
         [--markdown] [--json OUT] [--baseline EARLIER.json]
@@ -42,7 +46,7 @@ from pathlib import Path
 
 from lumos.errors import ConfigError, LumosError
 from lumos.simulator.workload import ParallelPlan, Precision, Recompute, estimate
-from lumos.simulator.workload.spec import ModelSpec, model_from_dict
+from lumos.simulator.workload.spec import ModelSpec, load_model, model_from_dict
 
 CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / "published_training_perf.csv"
 HELDOUT = Path(__file__).resolve().parent / "data" / "heldout_h100.csv"
@@ -52,6 +56,19 @@ LEGACY = ("Megatron-LM", "DeepSpeed")
 #: row's framework string is silent: the DGX Cloud Nemotron-4 15B recipe runs with
 #: `ub_tp_comm_overlap: True` (NVIDIA/dgxc-benchmarking nemotron/nemotron4-15b-synth.yaml)
 TP_OVERLAP_BY_LOCATOR = {"nemotron/README_15b.md": True}
+#: the built-in model of a mixture-of-experts row's model name
+MOE_MODELS = {
+    "GPT OSS 120B": "gpt-oss-120b",
+    "Qwen3 30B-A3B": "qwen3-30b-a3b",
+    "Qwen3 235B-A22B": "qwen3-235b-a22b",
+}
+#: what NVIDIA-NeMo/Megatron-Bridge's MoE performance recipes set where the published table
+#: is silent: expert TP 1 (scripts/performance/configs/qwen/qwen3_workload_base_configs.py:
+#: `expert_tensor_parallel_size=1` in every Qwen3 base config; GPT-OSS runs TP 1), the
+#: distributed optimizer (the recipes' `use_distributed_optimizer`), no recomputation
+#: (qwen3_llm_pretrain.py `set_qwen3_common_configs`: `recompute_granularity = None`), and
+#: balanced routing (`moe_router_force_load_balancing = True`, "token-balanced" in the table)
+MEGATRON_BRIDGE_MOE = {"etp": 1, "zero": 1, "recompute": Recompute.NONE}
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,13 +142,41 @@ def _tp_overlap(r: dict[str, str]) -> bool:
     return "TP comm overlap" in r["framework"]
 
 
+def parse_moe(r: dict[str, str]) -> Row | str:
+    """A mixture-of-experts row (`MOE_MODELS`, `MEGATRON_BRIDGE_MOE`), or why not."""
+    name = MOE_MODELS.get(r["model"])
+    pub = _published(r) if r.get("tokens_per_s_per_gpu") or r["iter_time_s"] else None
+    if name is None or pub is None:
+        return f"refused by lumos: no built-in shape for MoE model {r['model']!r}"
+    mb = MEGATRON_BRIDGE_MOE
+    try:
+        model = load_model(name)
+        plan = ParallelPlan.build(
+            model,
+            gbs=int(r["gbs_seqs"]),
+            seq=int(r["seq_len"]),
+            precision=Precision.FP8 if r["precision"].upper().startswith("FP8") else Precision.BF16,
+            recompute=mb["recompute"],
+            tp=int(r["tp"]),
+            pp=int(r["pp"]),
+            dp=int(r["dp"]),
+            cp=int(r["cp"] or 1),
+            vp=_int(r["vp"], 1) or 1,
+            mbs=_int(r["mbs"], 1) or 1,
+            ep=int(r["ep"] or 1),
+            etp=int(mb["etp"]),
+            zero=int(mb["zero"]),
+            sequence_parallel=r["sp"].lower().startswith("yes"),
+        )
+    except ConfigError as exc:
+        return f"cannot express: {exc}"
+    return Row(r["row_id"], pub[0], pub[1], model, plan, _hardware(r["gpu_type"]))
+
+
 def parse(r: dict[str, str]) -> Row | str:
     """A row we can estimate, or why not."""
-    if r.get("arch") == "MoE":  # lumos' own refusal, as a user would meet it
-        try:
-            model_from_dict({"layers": 1, "hidden": 1, "heads": 1, "vocab": 1, "experts": 8}, "row")
-        except ConfigError as exc:
-            return f"refused by lumos: {exc}"
+    if r.get("arch") == "MoE":
+        return parse_moe(r)
     if (r.get("expressible") or "yes").lower().startswith("no"):
         return r["expressible"]
     pub = _published(r)
@@ -190,7 +235,7 @@ def _hardware(gpu_type: str) -> str:
 def _plan_text(p: ParallelPlan) -> str:
     return (
         f"TP{p.tp} PP{p.pp}{f'v{p.vp}' if p.vp > 1 else ''} DP{p.dp}"
-        f"{f' CP{p.cp}' if p.cp > 1 else ''} mbs{p.mbs} {p.precision.value} {p.recompute.value}"
+        f"{f' CP{p.cp}' if p.cp > 1 else ''}{f' EP{p.ep}' if p.ep > 1 else ''} mbs{p.mbs} {p.precision.value} {p.recompute.value}"
         f"{' z3' if p.zero == 3 else ''}{' tpo' if p.tp_comm_overlap else ''}"
         f"{'' if p.framework == 'megatron' else ' ' + p.framework}"
     )

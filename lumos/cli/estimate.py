@@ -23,6 +23,18 @@ COUNT = click.IntRange(min=1)
 @click.option("--dp", type=COUNT, default=1, help="Data-parallel size.")
 @click.option("--cp", type=COUNT, default=1, help="Context-parallel size.")
 @click.option("--vp", type=COUNT, default=1, help="Virtual stages per pipeline stage.")
+@click.option(
+    "--ep",
+    type=COUNT,
+    default=1,
+    help="Expert-parallel size (mixture-of-experts models; carved out of tp x cp x dp).",
+)
+@click.option(
+    "--etp",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Expert tensor-parallel size: 1, or tp (0: tp, Megatron-Core's default).",
+)
 @click.option("--mbs", type=COUNT, default=1, help="Micro-batch size (sequences).")
 @click.option("--gbs", type=COUNT, default=None, help="Global batch in sequences [mbs x dp].")
 @click.option("--seq", type=COUNT, default=None, help="Sequence length [the model's].")
@@ -85,6 +97,8 @@ def estimate_command(
     dp: int,
     cp: int,
     vp: int,
+    ep: int,
+    etp: int,
     mbs: int,
     gbs: int | None,
     seq: int | None,
@@ -106,7 +120,10 @@ def estimate_command(
     all_ranks: bool,
     as_json: bool,
 ) -> None:
-    """Estimate a training step from a model config, a parallel plan and hardware."""
+    """Estimate a training step from a model config, a parallel plan and hardware.
+
+    Dense decoders and mixture-of-experts models (router, all-to-all token dispatch over
+    --ep ranks, grouped expert GEMMs, shared experts; docs/estimate.md)."""
     from lumos.simulator.workload.plan import ParallelPlan
     from lumos.simulator.workload.spec import load_model
     from lumos.simulator.workload.step import estimate
@@ -123,6 +140,8 @@ def estimate_command(
         dp=dp,
         cp=cp,
         vp=vp,
+        ep=ep,
+        etp=etp,
         mbs=mbs,
         zero=int(zero),
         sequence_parallel=not no_sp,
@@ -157,7 +176,8 @@ def _print(result: EstimateResult) -> None:
     vp = f"(vp{p.vp})" if p.vp > 1 else ""
     click.echo(
         f"{result.model} on {result.gpus} x {result.hardware}: TP{p.tp} PP{p.pp}{vp} DP{p.dp} "
-        f"CP{p.cp}, mbs {p.mbs}, gbs {p.gbs}, seq {p.seq}, zero {p.zero}, "
+        f"CP{p.cp}{f' EP{p.ep} ETP{p.expert_tp}' if p.ep > 1 else ''}, mbs {p.mbs}, "
+        f"gbs {p.gbs}, seq {p.seq}, zero {p.zero}, "
         f"{p.precision.value}, recompute {p.recompute.value}"
         f"{'' if p.framework == 'megatron' else ', ' + p.framework}"
     )
@@ -171,6 +191,7 @@ def _print(result: EstimateResult) -> None:
         f"  breakdown (rank {b.rank}): compute {b.compute_s:.3f} s, exposed TP "
         f"{b.exposed_tp_s:.3f}, CP {b.exposed_cp_s:.3f}, DP {b.exposed_dp_s:.3f}, "
         f"PP {b.exposed_pp_s:.3f}, bubble {b.bubble_s:.3f}"
+        + (f", EP all-to-all {b.exposed_ep_s:.3f}" if b.exposed_ep_s else "")
     )
     verdict = "fits" if m.fits else f"DOES NOT FIT in {m.capacity_gb:.0f} GB"
     click.echo(

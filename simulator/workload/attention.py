@@ -29,9 +29,16 @@ def _kv_bytes(ctx: Ctx) -> int:
     return ctx.T * 2 * ctx.kv_heads * ctx.d * BF16
 
 
-def _ring_steps(blk: Block, ctx: Ctx, name: str, backward: bool) -> None:
-    """cp flash-attention steps, each after receiving the next K/V (and dK/dV) shard."""
+def _ring_steps(blk: Block, ctx: Ctx, name: str, backward: bool, window: int = 0) -> None:
+    """cp flash-attention steps, each after receiving the next K/V (and dK/dV) shard. A
+    sliding window (`window` < s, no CP) is one step over a band of `window` keys per query."""
     cp = ctx.plan.cp
+    if window and window < ctx.s and cp == 1:
+        bh, scale = ctx.b * ctx.heads, ctx.fw.attention_scale(backward)
+        ns = ctx.km.attention_ns(bh, ctx.s, window, ctx.d, False, backward, scale)
+        flops = ctx.km.attention_flops(bh, ctx.s, window, ctx.d, False, backward)
+        blk.compute(name, ns, flops, float(ctx.T * ctx.qkv_width * BF16))
+        return
     bh = ctx.b * ctx.heads
     size = _kv_bytes(ctx) * (2 if backward else 1)
     recv = -1
@@ -71,17 +78,18 @@ def _unfused(blk: Block, ctx: Ctx, name: str, backward: bool) -> None:
             blk.compute(f"{name}.softmax_bwd", *ctx.mem(scores * 3.5))
 
 
-def attention_fwd(blk: Block, ctx: Ctx, tag: str) -> None:
+def attention_fwd(blk: Block, ctx: Ctx, tag: str, window: int = 0) -> None:
+    """Core attention forward; `window`: sliding-window span (flash only; 0: full)."""
     if not ctx.plan.flash_attention:
         _unfused(blk, ctx, f"{tag}.attention", False)
     else:
-        _ring_steps(blk, ctx, f"{tag}.attention", False)
+        _ring_steps(blk, ctx, f"{tag}.attention", False, window)
 
 
-def attention_bwd(blk: Block, ctx: Ctx, tag: str) -> None:
+def attention_bwd(blk: Block, ctx: Ctx, tag: str, window: int = 0) -> None:
     if not ctx.plan.flash_attention:
         _unfused(blk, ctx, f"{tag}.attention_bwd", True)
     else:
         if _checkpointed(ctx):
-            _ring_steps(blk, ctx, f"{tag}.attention_bwd.recompute", False)
-        _ring_steps(blk, ctx, f"{tag}.attention_bwd", True)
+            _ring_steps(blk, ctx, f"{tag}.attention_bwd.recompute", False, window)
+        _ring_steps(blk, ctx, f"{tag}.attention_bwd", True, window)

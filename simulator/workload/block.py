@@ -19,6 +19,7 @@ from lumos.simulator.graph import COLL, COMP, RECV, SEND
 
 COMPUTE, TP_STREAM, DP_STREAM, PP_SEND, PP_RECV, CP_SEND, CP_RECV = 7, 21, 22, 23, 24, 25, 26
 HOST = 27  # the framework's CPU thread, where its host work gates the GPU (zero3_tensor)
+EP_STREAM = 28  # expert-parallel token all-to-alls (moe)
 STREAM_ROLES = {
     COMPUTE: "compute",
     TP_STREAM: "tp comm",
@@ -28,9 +29,11 @@ STREAM_ROLES = {
     CP_SEND: "cp send",
     CP_RECV: "cp recv",
     HOST: "host",
+    EP_STREAM: "ep comm",
 }
-#: group slots of a generated rank (`RankGraph.groups` order)
-TP, CP, DP, EMB = 0, 1, 2, 3
+#: group slots of a generated rank (`RankGraph.groups` order): EP exchanges tokens, EDP
+#: (expert data parallel) reduces expert gradients
+TP, CP, DP, EMB, EP, EDP = 0, 1, 2, 3, 4, 5
 COLUMNS = ("type", "stream", "dur", "flops", "nbytes", "ctype", "csize", "group", "peer", "tag")
 
 

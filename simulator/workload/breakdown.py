@@ -1,7 +1,7 @@
 """Where a generated step's time goes, on its slowest rank.
 
 Compute = time the compute stream is busy. Exposed communication is counted per class
-in a fixed order — TP, CP, DP, PP — as the time that class's transfers add to the union
+in a fixed order — TP, CP, EP (mixture-of-experts all-to-alls), DP, PP — as the time that class's transfers add to the union
 of everything counted before it (compute included): so overlapped communication costs
 nothing and no second is counted twice. A transfer is active from when its rendezvous
 completes (`start + wait`) to its end. The rest of the step is pipeline bubble (idle).
@@ -20,6 +20,7 @@ from lumos.simulator.workload.block import (
     CP_RECV,
     CP_SEND,
     DP_STREAM,
+    EP_STREAM,
     HOST,
     PP_RECV,
     PP_SEND,
@@ -29,6 +30,7 @@ from lumos.simulator.workload.block import (
 CLASSES: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("tp", (TP_STREAM,)),
     ("cp", (CP_SEND, CP_RECV)),
+    ("ep", (EP_STREAM,)),
     ("dp", (DP_STREAM, HOST)),  # host work appears only as ZeRO-3's (zero3_tensor)
     ("pp", (PP_SEND, PP_RECV)),
 )
@@ -45,6 +47,7 @@ class Breakdown:
     exposed_dp_s: float
     exposed_pp_s: float
     bubble_s: float
+    exposed_ep_s: float = 0.0
 
     def to_json(self) -> dict[str, float | int]:
         return {k: round(v, 6) if isinstance(v, float) else v for k, v in asdict(self).items()}
@@ -87,4 +90,5 @@ def breakdown(g: RankGraph, r: RankResult) -> Breakdown:
         out["dp"] / 1e9,
         out["pp"] / 1e9,
         max(total - base, 0) / 1e9,
+        out["ep"] / 1e9,
     )

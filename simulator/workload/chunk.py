@@ -131,7 +131,8 @@ def build_chunk(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Froz
                 nxt = _fsdp_gather(blk, ctx, f"layer{first_layer + i + 1}", lp, start - 1)
             else:
                 nxt = -1
-            layer_forward(blk, ctx, tag, (*waits, _copy_out(blk, ctx, tag, gather)))
+            copied = _copy_out(blk, ctx, tag, gather)
+            layer_forward(blk, ctx, tag, (*waits, copied), first_layer + i)
             waits, gather = (), nxt
         if key.output:
             if fsdp:
@@ -155,7 +156,8 @@ def build_chunk(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Froz
             if fsdp and i > 0
             else -1
         )
-        end = layer_backward(blk, ctx, tag, (*waits, _copy_out(blk, ctx, tag, gather)))
+        copied = _copy_out(blk, ctx, tag, gather)
+        end = layer_backward(blk, ctx, tag, (*waits, copied), first_layer + i)
         waits, gather = (), nxt
         blk.mark(f"layer{i}", end)
         if fsdp:
@@ -179,7 +181,8 @@ def _build_tensorwise(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -
             waits = (*w, *_embedding_fwd(blk, ctx, w))
         for i in range(key.layers):
             tag = f"layer{first_layer + i}"
-            layer_forward(blk, ctx, tag, (*waits, *z3.fetch_forward(blk, ctx, tag)))
+            fetched = z3.fetch_forward(blk, ctx, tag)
+            layer_forward(blk, ctx, tag, (*waits, *fetched), first_layer + i)
             waits = ()
         if key.output:  # a tied weight was released after the lookup: fetched again
             _output_fwd(blk, ctx, z3.gather(blk, ctx, "output", emb, blk.last_compute))
@@ -190,7 +193,8 @@ def _build_tensorwise(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -
     tensors = z3.layer_tensors(ctx)
     for i in reversed(range(key.layers)):
         tag = f"layer{first_layer + i}"
-        end = layer_backward(blk, ctx, tag, (*waits, *z3.fetch_backward(blk, ctx, tag)))
+        fetched = z3.fetch_backward(blk, ctx, tag)
+        end = layer_backward(blk, ctx, tag, (*waits, *fetched), first_layer + i)
         blk.mark(f"layer{i}", end)
         rs = z3.reduce(blk, ctx, tag, tensors, end)
         waits = () if ctx.plan.overlap_grad_reduce else (rs,)

@@ -11,7 +11,9 @@ followed by its send on the PP streams → gradient buckets reduce-scattered (Ze
 all-reduced (ZeRO-0) on the DP stream once their layers' last backward is done (at the
 end without `overlap_grad_reduce`) → tied-embedding gradient all-reduce between the
 first and last stage → optimizer step on this rank's shard → [parameter all-gather
-without `overlap_param_gather`].
+without `overlap_param_gather`]. A mixture-of-experts model's expert weights sit in their
+own buckets (Megatron's expert-parallel gradient buffers), reduced and gathered over the
+expert-data-parallel group (`plan.Layout.expert_dp_group`) instead of the DP group.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from lumos.simulator.workload.attention import CP_NEXT, CP_PREV
 from lumos.simulator.workload.block import (
     DP,
     DP_STREAM,
+    EDP,
     EMB,
     PP_RECV,
     PP_SEND,
@@ -86,10 +89,25 @@ class Generator:
             self._blocks[key] = build_chunk(self.ctx, self.names, ck, self.first_layer[v])
         return self._blocks[key]
 
+    def _dense_layer_params(self, index: int) -> int:
+        """Weights of layer `index` on one TP rank outside its routed experts."""
+        if self.model.is_moe_layer(index):
+            return self.model.moe_dense_params() // self.plan.tp
+        return self.ctx.layer_params_local()
+
+    def expert_params(self, v: int) -> list[int]:
+        """Routed-expert weights per layer of virtual stage `v` on one rank (the
+        `experts / ep` local experts, each split over expert TP)."""
+        p, m = self.plan, self.model
+        local = m.experts // p.ep * m.expert_params() // p.expert_tp if m.moe else 0
+        first = self.first_layer[v]
+        return [local if m.is_moe_layer(first + i) else 0 for i in range(self.chunk_layers[v])]
+
     def chunk_params(self, v: int) -> list[int]:
-        """Local weights per layer of virtual stage `v` (embedding/output added at the ends)."""
-        lp = self.ctx.layer_params_local()
-        out = [lp] * self.chunk_layers[v]
+        """Local weights per layer of virtual stage `v` (embedding/output added at the ends),
+        routed experts excepted (`expert_params`)."""
+        first = self.first_layer[v]
+        out = [self._dense_layer_params(first + i) for i in range(self.chunk_layers[v])]
         emb = self.ctx.vocab * self.ctx.h
         if v == 0:
             out[0] += emb
@@ -97,11 +115,15 @@ class Generator:
             out[-1] += 0 if self.model.tied_embeddings and self.plan.pp == 1 else emb
         return out
 
-    def buckets(self, v: int) -> list[tuple[int, int]]:
-        """(last layer index in the chunk, params) per gradient bucket, backward order."""
-        size = max(40_000_000, 1_000_000 * self.plan.dp * self.plan.cp)
+    def buckets(self, v: int, experts: bool = False) -> list[tuple[int, int]]:
+        """(last layer index in the chunk, params) per gradient bucket, backward order;
+        `experts`: the buckets of the routed-expert weights (none for a dense model)."""
+        dp = self.plan.expert_dp if experts else self.plan.dp * self.plan.cp
+        size = max(40_000_000, 1_000_000 * dp)
         out, acc = [], 0
-        params = self.chunk_params(v)
+        params = self.expert_params(v) if experts else self.chunk_params(v)
+        if experts and not any(params):
+            return []
         for i in reversed(range(len(params))):
             acc += params[i]
             if acc >= size or i == 0:
@@ -133,7 +155,7 @@ class Generator:
             if st.forward and st.chunk not in first_fwd:
                 first_fwd[st.chunk] = pos
         reduces: list[int] = []
-        grads: list[tuple[int, int, int]] = []  # (block start, mark, params)
+        grads: list[tuple[int, int, int, bool]] = []  # (block start, mark, params, experts)
         lv = plan.pp * plan.vp - 1
         for pos, st in enumerate(order):
             v = self.vstage(stage, st.chunk)
@@ -147,13 +169,14 @@ class Generator:
             if (v < lv) if st.forward else (v > 0):
                 self._p2p(pieces, c, st, v, send=True, after=out)
             if not st.forward and pos == last_bwd[st.chunk] and plan.zero in (0, 1):
-                for layer, params in self.buckets(v):
-                    grads.append((start, blk.marks[f"layer{layer}"], params))
+                for experts in (False, True):
+                    for layer, params in self.buckets(v, experts):
+                        grads.append((start, blk.marks[f"layer{layer}"], params, experts))
                 if plan.overlap_grad_reduce:
-                    reduces += [self._grad_reduce(pieces, s + m, p) for s, m, p in grads]
+                    reduces += [self._grad_reduce(pieces, s + m, p, e) for s, m, p, e in grads]
                     grads = []
         end = pieces.last_compute()
-        reduces += [self._grad_reduce(pieces, end, p) for _, _, p in grads]
+        reduces += [self._grad_reduce(pieces, end, p, e) for _, _, p, e in grads]
         if self.model.tied_embeddings and plan.pp > 1 and stage in (0, plan.pp - 1):
             emb = Block(self.names)
             size = ctx.vocab * ctx.h * BF16
@@ -168,6 +191,8 @@ class Generator:
             self.layout.cp_group(c),
             self.layout.dp_group(c),
             self.layout.embedding_group(c),
+            self.layout.ep_group(c),
+            self.layout.expert_dp_group(c),
         ]
         peers = {CP_NEXT: self.layout.rank(0, (cp + 1) % plan.cp, stage, 0)}
         peers[CP_PREV] = self.layout.rank(0, (cp - 1) % plan.cp, stage, 0)
@@ -189,26 +214,33 @@ class Generator:
             self._small[key] = blk.freeze()
         return pieces.add(self._small[key], first_waits=[after] if after >= 0 else [])
 
-    def _grad_reduce(self, pieces: Pieces, after: int, params: int) -> int:
+    def _grad_reduce(self, pieces: Pieces, after: int, params: int, experts: bool = False) -> int:
         blk = Block(self.names)
+        group, pre = (EDP, "expert_") if experts else (DP, "")
         if self.plan.zero == 1:
-            blk.coll("grad_reduce_scatter", DP_STREAM, REDUCE_SCATTER, params * BF16, DP, -1)
+            kind, name = REDUCE_SCATTER, "grad_reduce_scatter"
         else:
-            blk.coll("grad_all_reduce", DP_STREAM, ALL_REDUCE, params * BF16, DP, -1)
+            kind, name = ALL_REDUCE, "grad_all_reduce"
+        blk.coll(pre + name, DP_STREAM, kind, params * BF16, group, -1)
         return pieces.add(blk.freeze(), first_waits=[after])
 
     def _param_gathers(self, pieces: Pieces, v: int, after: int = -1) -> list[int]:
-        dp_size = self.plan.dp * self.plan.cp
         out = []
-        for _, params in reversed(self.buckets(v)):
-            blk = Block(self.names)
-            blk.coll("param_all_gather", DP_STREAM, ALL_GATHER, params * BF16 // dp_size, DP, -1)
-            out.append(pieces.add(blk.freeze(), first_waits=[after] if after >= 0 else []))
+        for experts in (False, True):
+            dp_size = self.plan.expert_dp if experts else self.plan.dp * self.plan.cp
+            group, name = (EDP, "expert_param_all_gather") if experts else (DP, "param_all_gather")
+            for _, params in reversed(self.buckets(v, experts)):
+                blk = Block(self.names)
+                blk.coll(name, DP_STREAM, ALL_GATHER, params * BF16 // dp_size, group, -1)
+                out.append(pieces.add(blk.freeze(), first_waits=[after] if after >= 0 else []))
         return out
 
     def _optimizer(self, pieces: Pieces, stage: int, waits: list[int]) -> None:
-        total = sum(sum(self.chunk_params(self.vstage(stage, ch))) for ch in range(self.plan.vp))
+        vs = [self.vstage(stage, ch) for ch in range(self.plan.vp)]
+        total = sum(sum(self.chunk_params(v)) for v in vs)
         shard = total // (self.plan.dp * self.plan.cp) if self.plan.zero >= 1 else total
+        experts = sum(sum(self.expert_params(v)) for v in vs)
+        shard += experts // self.plan.expert_dp if self.plan.zero >= 1 else experts
         blk = Block(self.names)
         blk.compute("optimizer_step", *self.ctx.mem(shard * OPTIMIZER_BYTES_PER_PARAM))
         pieces.add(blk.freeze(), first_waits=waits)

@@ -119,8 +119,16 @@ def _wgrad(
     return blk.compute(f"{name}.wgrad", *ctx.gemm(n, k, m, dtype, True, sms), waits=waits)
 
 
-def layer_forward(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...] = ()) -> int:
-    """Append one layer's forward; its first kernel waits for `waits`. Returns the last node."""
+def _window(ctx: Ctx, index: int) -> int:
+    """The sliding-window span of layer `index` (0: full causal attention)."""
+    return ctx.model.window if index >= 0 and ctx.model.is_window_layer(index) else 0
+
+
+def layer_forward(
+    blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...] = (), index: int = -1
+) -> int:
+    """Append layer `index`'s forward (-1: a dense layer); its first kernel waits for
+    `waits`. Returns the last node. A mixture-of-experts layer's MLP is `moe`'s."""
     T, h = ctx.T, ctx.h
     ln = ew.norm(blk, ctx, f"{tag}.norm1", waits=waits)
     ew.input_casts(blk, ctx, f"{tag}.qkv", T * h, 3)
@@ -128,11 +136,16 @@ def layer_forward(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...] = ()) -
     if ctx.model.position == "rope":
         ew.rope(blk, ctx, f"{tag}.rope")
     ew.repeat_kv(blk, ctx, f"{tag}.repeat_kv")
-    attention_fwd(blk, ctx, tag)
+    attention_fwd(blk, ctx, tag, _window(ctx, index))
     _cast(blk, ctx, f"{tag}.proj", T * ctx.heads * ctx.d)
     rs = _reduced_gemm(blk, ctx, f"{tag}.proj", (T, h, ctx.heads * ctx.d))
     blk.compute(f"{tag}.residual1", *ctx.mem(ctx.T_sp * h * BF16 * 3), waits=rs)
     ln2 = ew.norm(blk, ctx, f"{tag}.norm2")
+    if index >= 0 and ctx.model.is_moe_layer(index):
+        from lumos.simulator.workload.moe import moe_forward
+
+        rs = moe_forward(blk, ctx, tag, ln2)
+        return blk.compute(f"{tag}.residual2", *ctx.mem(ctx.T_sp * h * BF16 * 3), waits=rs)
     ew.input_casts(blk, ctx, f"{tag}.fc1", T * h, 2 if ctx.model.gated else 1)
     gathered_gemm(blk, ctx, f"{tag}.fc1", (T, ctx.up_width, h), ln2, None)
     ew.activation(blk, ctx, f"{tag}.activation")
@@ -202,23 +215,30 @@ def col_backward(
     return red
 
 
-def layer_backward(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...] = ()) -> int:
-    """Append one layer's backward (recomputed forward first under full recompute, the
+def layer_backward(
+    blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...] = (), index: int = -1
+) -> int:
+    """Append layer `index`'s backward (recomputed forward first under full recompute, the
     unsaved ops under torchtitan's selective "op" policy)."""
     h = ctx.h
     if ctx.plan.recompute.value == "full":
-        layer_forward(blk, ctx, f"{tag}.recompute", waits)
+        layer_forward(blk, ctx, f"{tag}.recompute", waits, index)
         waits = ()
     elif ctx.plan.recompute.value == "selective" and ctx.fw.selective_op:
         _op_recompute(blk, ctx, tag, waits)
         waits = ()
     blk.compute(f"{tag}.residual2_bwd", *ctx.mem(ctx.T_sp * h * BF16 * 2), waits=waits)
-    _row_backward(blk, ctx, f"{tag}.fc2", h, ctx.ffn)
-    ew.activation(blk, ctx, f"{tag}.activation_bwd", backward=True)
-    red = col_backward(blk, ctx, f"{tag}.fc1", ctx.up_width, h)
+    if index >= 0 and ctx.model.is_moe_layer(index):
+        from lumos.simulator.workload.moe import moe_backward
+
+        red = moe_backward(blk, ctx, tag)
+    else:
+        _row_backward(blk, ctx, f"{tag}.fc2", h, ctx.ffn)
+        ew.activation(blk, ctx, f"{tag}.activation_bwd", backward=True)
+        red = col_backward(blk, ctx, f"{tag}.fc1", ctx.up_width, h)
     ew.norm(blk, ctx, f"{tag}.norm2_bwd", backward=True, waits=red)
     _row_backward(blk, ctx, f"{tag}.proj", h, ctx.heads * ctx.d)
-    attention_bwd(blk, ctx, tag)
+    attention_bwd(blk, ctx, tag, _window(ctx, index))
     ew.repeat_kv(blk, ctx, f"{tag}.repeat_kv", backward=True)
     if ctx.model.position == "rope":
         ew.rope(blk, ctx, f"{tag}.rope_bwd", backward=True)

@@ -11,7 +11,12 @@ taken from the tensors this generator's layer actually saves: sequence-parallel 
 are split over TP, flash attention keeps no score matrix, selective recomputation drops
 unfused attention's scores (torchtitan's "op" policy keeps only the block input, the
 attention output and every second matmul's output), full recomputation keeps only each
-layer's input.
+layer's input. Mixture of experts: the routed experts' weights, gradients and optimizer
+states are those of this rank's `experts / ep` experts (split over expert TP), the optimizer
+states divided over the expert-data-parallel group; an MoE layer keeps its router logits,
+the permuted tokens (top_k copies of each, FC1's input), the expert FC1 and activation
+outputs (Megatron-Core applies the routing probabilities inside the activation, so the
+expert outputs are not kept), plus its shared expert's activations.
 """
 
 from __future__ import annotations
@@ -64,7 +69,38 @@ class MemoryEstimate:
 
 
 def layer_activation_bytes(ctx: Ctx) -> float:
-    """Bytes one layer keeps for its backward, per micro-batch, on one rank."""
+    """Bytes one layer keeps for its backward, per micro-batch, on one rank (the mean
+    over the model's layers when some are mixture-of-experts layers)."""
+    dense = _dense_activation_bytes(ctx)
+    moe = ctx.model.moe_layers
+    if not moe or ctx.plan.recompute is Recompute.FULL:
+        return dense
+    mlp = _mlp_activation_bytes(ctx)
+    per_moe = dense - mlp + _moe_mlp_bytes(ctx)
+    return (dense * (ctx.model.layers - moe) + per_moe * moe) / ctx.model.layers
+
+
+def _mlp_activation_bytes(ctx: Ctx) -> float:
+    """What the dense MLP half of `_dense_activation_bytes` keeps (Megatron's layer)."""
+    x = ctx.T_sp * ctx.h * BF16
+    return float(2 * x + ctx.T * (ctx.up_width + ctx.ffn) * BF16)
+
+
+def _moe_mlp_bytes(ctx: Ctx) -> float:
+    """What an MoE layer's MLP keeps (module doc; no dropout, flash attention path)."""
+    from lumos.simulator.workload.moe import FP32, MoeSizes
+
+    z, m = MoeSizes.of(ctx), ctx.model
+    x = ctx.T_sp * ctx.h * BF16
+    routed = ctx.T_sp * m.experts * FP32 + z.received * (ctx.h + z.up + z.ffn) * BF16
+    shared = 0
+    if m.shared_ffn:
+        ffn = m.shared_ffn // ctx.plan.tp
+        shared = x + ctx.T * ffn * (3 if m.gated else 2) * BF16
+    return float(2 * x + routed + shared)
+
+
+def _dense_activation_bytes(ctx: Ctx) -> float:
     if ctx.plan.recompute is Recompute.FULL:
         return ctx.T_sp * ctx.h * BF16
     x = ctx.T_sp * ctx.h * BF16
@@ -82,19 +118,26 @@ def layer_activation_bytes(ctx: Ctx) -> float:
 
 
 def estimate_memory(
-    ctx: Ctx, stage_params: list[int], stage_inflight: list[float], workspace_gb: float
+    ctx: Ctx,
+    stage_params: list[int],
+    stage_inflight: list[float],
+    workspace_gb: float,
+    stage_experts: list[int] | None = None,
 ) -> MemoryEstimate:
     """Memory of the busiest stage; `stage_inflight[s]` = layers' activations alive at
-    once on stage s (in-flight chunk passes x layers per chunk)."""
+    once on stage s (in-flight chunk passes x layers per chunk); `stage_experts[s]`: the
+    routed-expert weights of stage s on one rank (mixture of experts)."""
     plan = ctx.plan
     dp = plan.dp * plan.cp
     best: MemoryEstimate | None = None
-    for stage, (params, layers_alive) in enumerate(zip(stage_params, stage_inflight, strict=True)):
+    experts = stage_experts or [0] * len(stage_params)
+    for stage, (dense, layers_alive) in enumerate(zip(stage_params, stage_inflight, strict=True)):
+        params = dense + experts[stage]
         w = float(params * (BF16 + (1 if plan.precision is Precision.FP8 else 0)))
         g = float(params * BF16)
         o = float(params * 12)
         if plan.zero >= 1:
-            o /= dp
+            o = dense * 12 / dp + experts[stage] * 12 / plan.expert_dp
         if plan.zero == 3:
             w, g = w / dp + 2 * ctx.layer_params_local() * BF16, g / dp
         act = layers_alive * layer_activation_bytes(ctx)

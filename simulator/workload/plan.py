@@ -11,6 +11,15 @@ weight tensor alone with a blocking fetch ("tensor": DeepSpeed's 2021 stage 3, s
 `zero3_tensor`). Rank placement is Megatron's default order: TP fastest (inside a node),
 then CP, then PP, then DP:
 `rank = ((dp * pp + stage) * cp + cp_i) * tp + tp_i`.
+
+Mixture of experts: `ep` experts-parallel ranks share one MoE layer's experts and
+`etp` (1 or tp; Megatron-Core's default: tp) split each expert's FFN. As in Megatron-Core,
+the expert groups are carved out of a stage's tp x cp x dp ranks: within a stage, rank
+index `w = tp_i + tp * (cp_i + cp * dp_i) = etp_i + etp * (ep_i + ep * edp_i)`, so the EP
+group is `ep` ranks `etp` apart and the expert-data-parallel group (which reduces the
+expert gradients) the remaining `tp·cp·dp / (etp·ep)`. With `ep` > 1 the placement is
+Megatron-Core's `tp-cp-ep-dp-pp` order (PP outermost, so an EP group of tp·ep <= 8 ranks
+stays inside a node): `rank = ((stage * dp + dp_i) * cp + cp_i) * tp + tp_i`.
 """
 
 from __future__ import annotations
@@ -58,6 +67,18 @@ class ParallelPlan:
     flash_attention: bool = True
     fsdp_unit: str = "layer"
     framework: str = "megatron"
+    ep: int = 1
+    etp: int = 0
+
+    @property
+    def expert_tp(self) -> int:
+        """Expert tensor parallelism (`etp`; 0 stands for Megatron-Core's default, tp)."""
+        return self.etp or self.tp
+
+    @property
+    def expert_dp(self) -> int:
+        """Ranks of one stage holding the same expert shard (reduce expert gradients)."""
+        return self.tp * self.cp * self.dp // (self.expert_tp * self.ep)
 
     @property
     def world(self) -> int:
@@ -139,6 +160,33 @@ class ParallelPlan:
         profile(self.framework)
         if self.zero == 3 and self.pp > 1:
             raise ConfigError("plan: zero 3 (FSDP) with pipeline parallelism is not modelled")
+        self._check_experts(model)
+
+    def _check_experts(self, model: ModelSpec) -> None:
+        if not model.moe:
+            if self.ep > 1 or self.etp > 1:
+                raise ConfigError(f"plan: ep / etp need a mixture-of-experts model ({model.name})")
+            return
+        if self.ep < 1 or self.etp not in (0, 1, self.tp):
+            raise ConfigError(
+                f"plan: ep must be >= 1 and etp 1 or tp ({self.tp}), got {self.ep}, {self.etp}"
+            )
+        if model.experts % self.ep:
+            raise ConfigError(f"plan: ep {self.ep} must divide the {model.experts} experts")
+        stage = self.tp * self.cp * self.dp
+        if stage % (self.expert_tp * self.ep):
+            raise ConfigError(
+                f"plan: etp x ep = {self.expert_tp * self.ep} must divide a stage's tp x cp x dp "
+                f"= {stage} ranks (experts are sharded over ranks of the data-parallel group)"
+            )
+        if model.moe_ffn % self.expert_tp or model.shared_ffn % self.tp:
+            raise ConfigError("plan: etp / tp must divide moe_ffn and shared_ffn")
+        if self.zero == 3:
+            raise ConfigError("plan: zero 3 (FSDP) with experts is not modelled")
+        if self.framework != "megatron":
+            raise ConfigError("plan: experts are modelled with the megatron framework only")
+        if self.tp > 1 and not self.sequence_parallel:
+            raise ConfigError("plan: Megatron-Core needs sequence parallelism for MoE with tp > 1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,16 +204,46 @@ class Layout:
 
     def __init__(self, plan: ParallelPlan) -> None:
         self.plan = plan
+        self.pp_outer = plan.ep > 1  # Megatron-Core's tp-cp-ep-dp-pp (module doc)
 
     def rank(self, tp: int, cp: int, stage: int, dp: int) -> int:
         p = self.plan
+        if self.pp_outer:
+            return ((stage * p.dp + dp) * p.cp + cp) * p.tp + tp
         return ((dp * p.pp + stage) * p.cp + cp) * p.tp + tp
 
     def coords(self, rank: int) -> Coords:
         p = self.plan
         tp, rest = rank % p.tp, rank // p.tp
         cp, rest = rest % p.cp, rest // p.cp
+        if self.pp_outer:
+            return Coords(tp, cp, rest // p.dp, rest % p.dp)
         return Coords(tp, cp, rest % p.pp, rest // p.pp)
+
+    def _stage_rank(self, stage: int, w: int) -> int:
+        """The global rank of within-stage index `w = tp_i + tp * (cp_i + cp * dp_i)`."""
+        p = self.plan
+        return self.rank(w % p.tp, (w // p.tp) % p.cp, stage, w // (p.tp * p.cp))
+
+    def _expert_coords(self, c: Coords) -> tuple[int, int, int]:
+        """(etp_i, ep_i, edp_i) of a rank (module doc)."""
+        p = self.plan
+        w = c.tp + p.tp * (c.cp + p.cp * c.dp)
+        etp = p.expert_tp
+        return w % etp, (w // etp) % p.ep, w // (etp * p.ep)
+
+    def ep_group(self, c: Coords) -> tuple[int, ...]:
+        """Ranks that exchange tokens (all-to-all) and share one MoE layer's experts."""
+        t, _, d = self._expert_coords(c)
+        etp, ep = self.plan.expert_tp, self.plan.ep
+        return tuple(self._stage_rank(c.stage, t + etp * (e + ep * d)) for e in range(ep))
+
+    def expert_dp_group(self, c: Coords) -> tuple[int, ...]:
+        """Ranks holding the same expert shard: they reduce the expert gradients."""
+        t, e, _ = self._expert_coords(c)
+        etp, ep = self.plan.expert_tp, self.plan.ep
+        edp = self.plan.expert_dp
+        return tuple(self._stage_rank(c.stage, t + etp * (e + ep * d)) for d in range(edp))
 
     def tp_group(self, c: Coords) -> tuple[int, ...]:
         return tuple(self.rank(t, c.cp, c.stage, c.dp) for t in range(self.plan.tp))

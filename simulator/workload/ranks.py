@@ -1,7 +1,7 @@
 """Every rank of a generated step, from the distinct ranks: relabelled copies.
 
 A rank that was not generated runs its representative's graph with its own process
-groups (the same slots: TP, CP, DP, embedding) and its own pipeline / ring peers: a
+groups (the same slots: TP, CP, DP, embedding, EP, expert DP) and its own pipeline / ring peers: a
 peer of the representative at coordinates (tp 0, cp', stage', dp 0) becomes
 (tp, cp', stage', dp) for rank (tp, cp, stage, dp). Arrays are shared, not copied,
 except the peers.
@@ -30,9 +30,20 @@ def expand(step: GeneratedStep, plan: ParallelPlan) -> list[RankGraph]:
         p2p = (rep.type == SEND) | (rep.type == RECV)
         peer = rep.comm_peer.copy()
         q = peer[p2p] // plan.tp  # the peer's (cp, stage) position; tp and dp are ours
-        cp, stage = q % plan.cp, (q // plan.cp) % plan.pp
-        peer[p2p] = ((c.dp * plan.pp + stage) * plan.cp + cp) * plan.tp + c.tp
+        cp, rest = q % plan.cp, q // plan.cp
+        stage = rest // plan.dp if lay.pp_outer else rest % plan.pp
+        if lay.pp_outer:
+            peer[p2p] = ((stage * plan.dp + c.dp) * plan.cp + cp) * plan.tp + c.tp
+        else:
+            peer[p2p] = ((c.dp * plan.pp + stage) * plan.cp + cp) * plan.tp + c.tp
         g = replace(rep, rank=r, comm_peer=peer)
-        g.groups = [lay.tp_group(c), lay.cp_group(c), lay.dp_group(c), lay.embedding_group(c)]
+        g.groups = [
+            lay.tp_group(c),
+            lay.cp_group(c),
+            lay.dp_group(c),
+            lay.embedding_group(c),
+            lay.ep_group(c),
+            lay.expert_dp_group(c),
+        ]
         out.append(g)
     return out

@@ -1,9 +1,13 @@
-"""Model specs: the shape of a dense decoder-only transformer, from YAML or a built-in name.
+"""Model specs: the shape of a decoder-only transformer (dense or mixture of experts), from YAML
+or a built-in name.
 
 `load_model("llama3.1-405b")` reads `models.yaml` (shipped, sources in its header);
 `load_model("my.yaml")` reads a user file holding one spec (the same keys at the top level).
 Unknown keys are ConfigErrors with a "did you mean". Counting helpers (`params`,
 `layer_params`) use the same shapes the generator prices, so MFU and memory agree with it.
+A mixture-of-experts model (`experts` > 0, parsed by `moe_spec`) replaces the MLP of its MoE
+layers by a router, `experts` expert MLPs of width `moe_ffn` (`top_k` of them active per
+token) and an optional always-active shared-expert MLP of width `shared_ffn`.
 """
 
 from __future__ import annotations
@@ -35,7 +39,10 @@ class Norm(str, Enum):
 
 @dataclass(frozen=True, slots=True)
 class ModelSpec:
-    """Shape of one model; `ffn` is the MLP inner size (per up projection for SwiGLU)."""
+    """Shape of one model; `ffn` is the MLP inner size (per up projection for SwiGLU).
+    `head_size`: attention head width when it is not hidden / heads (Qwen3, GPT-OSS); the
+    MoE fields are zero for a dense model (see module doc); `window`: sliding-window
+    attention span of every `window_every`-th layer (0: none)."""
 
     name: str
     layers: int
@@ -50,10 +57,56 @@ class ModelSpec:
     position: str = "rope"
     bias: bool = False
     seq: int = 2048
+    head_size: int = 0
+    experts: int = 0
+    top_k: int = 0
+    moe_ffn: int = 0
+    shared_ffn: int = 0
+    moe_every: int = 1
+    first_dense: int = 0
+    window: int = 0
+    window_every: int = 2
 
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.heads
+        return self.head_size or self.hidden // self.heads
+
+    @property
+    def moe(self) -> bool:
+        return self.experts > 0
+
+    def is_moe_layer(self, index: int) -> bool:
+        """Whether layer `index` (0-based) holds experts instead of a dense MLP
+        (Megatron's `moe_layer_freq`, after `first_dense` dense layers)."""
+        return self.moe and index >= self.first_dense and index % self.moe_every == 0
+
+    def is_window_layer(self, index: int) -> bool:
+        """Whether layer `index` attends over a sliding window (GPT-OSS: even layers)."""
+        return self.window > 0 and index % self.window_every == 0
+
+    @property
+    def moe_layers(self) -> int:
+        return sum(self.is_moe_layer(i) for i in range(self.layers))
+
+    def expert_params(self) -> int:
+        """Weights of one expert MLP (up and down projections, biases)."""
+        up = self.hidden * self.moe_ffn * (2 if self.gated else 1)
+        bias = self.moe_ffn * (2 if self.gated else 1) + self.hidden if self.bias else 0
+        return up + self.moe_ffn * self.hidden + bias
+
+    def moe_dense_params(self) -> int:
+        """Weights of one MoE layer outside its routed experts: attention, norms, router,
+        shared expert."""
+        shared = self.hidden * self.shared_ffn * (3 if self.gated else 2)
+        return self._attention_params() + self.hidden * self.experts + shared
+
+    def _attention_params(self) -> int:
+        h, d = self.hidden, self.head_dim
+        qkv = h * (self.heads + 2 * self.kv_heads) * d
+        proj = self.heads * d * h
+        norms = 2 * h * (2 if self.norm is Norm.LAYERNORM else 1)
+        bias = (self.heads + 2 * self.kv_heads) * d + h if self.bias else 0
+        return qkv + proj + norms + bias
 
     @property
     def gated(self) -> bool:
@@ -77,10 +130,16 @@ class ModelSpec:
         )
         return emb + (0 if self.tied_embeddings else self.vocab * self.hidden)
 
-    def params(self) -> int:
-        """All weights, final norm included."""
+    def params(self, active: bool = False) -> int:
+        """All weights, final norm included; `active`: only those one token uses (the
+        `top_k` routed experts of each MoE layer, not all `experts`)."""
         final_norm = self.hidden * (2 if self.norm is Norm.LAYERNORM else 1)
-        return self.layers * self.layer_params() + self.embedding_params() + final_norm
+        moe = self.moe_layers
+        per_moe = self.moe_dense_params() + (self.top_k if active else self.experts) * (
+            self.expert_params()
+        )
+        layers = (self.layers - moe) * self.layer_params() + moe * per_moe
+        return layers + self.embedding_params() + final_norm
 
 
 def _positive_int(value: Any, where: str) -> int:
@@ -123,34 +182,24 @@ _TABLE = {
 }
 
 
-#: keys that make a config a mixture of experts (lumos' own and the common HF/Megatron names)
-MOE_KEYS = (
-    "experts",
-    "num_experts",
-    "moe_experts",
-    "num_local_experts",
-    "n_routed_experts",
-    "num_experts_per_tok",
-    "moe_router_topk",
-    "moe_top_k",
-)
-
-
 def model_from_dict(data: dict[str, Any], where: str, name: str = "") -> ModelSpec:
-    """A `ModelSpec` from a mapping of the YAML keys. Raises ConfigError naming `where`,
-    and for a mixture-of-experts config (any of `MOE_KEYS`): lumos models dense decoders
-    only, so it refuses instead of estimating the dense model the other keys describe."""
-    moe = [k for k in MOE_KEYS if k in data]
-    if moe:
-        raise ConfigError(
-            f"{where}: {moe[0]!r} makes this a mixture-of-experts model; lumos estimates "
-            "dense decoder transformers only (no expert parallelism, routing or all-to-all)"
-        )
+    """A `ModelSpec` from a mapping of the YAML keys (mixture-of-experts keys and their
+    HF / Megatron aliases: `moe_spec`). Raises ConfigError naming `where`, also for an
+    architecture lumos does not model (`moe_spec.UNMODELLED`)."""
+    from lumos.simulator.workload.moe_spec import moe_fields
+
+    data, moe = moe_fields(data, where)
     values = fields(data, _TABLE, where)
+    values |= moe
     values["name"] = values["name"] or name
     values["kv_heads"] = values["kv_heads"] or values["heads"]
     values["ffn"] = values["ffn"] or 4 * values["hidden"]
-    if values["hidden"] % values["heads"] or values["heads"] % values["kv_heads"]:
+    if values["experts"]:
+        values["moe_ffn"] = values["moe_ffn"] or values["ffn"]
+        if values["shared_ffn"] < 0:  # a count of shared experts, each moe_ffn wide
+            values["shared_ffn"] = -values["shared_ffn"] * values["moe_ffn"]
+    heads_split = values["hidden"] % values["heads"] == 0 or values["head_size"]
+    if not heads_split or values["heads"] % values["kv_heads"]:
         raise ConfigError(
             f"{where}: hidden ({values['hidden']}) must divide by heads ({values['heads']}) "
             f"and heads by kv_heads ({values['kv_heads']})"

@@ -86,9 +86,12 @@ class EstimateResult:
 
 def model_flops_per_step(model: ModelSpec, plan: ParallelPlan) -> float:
     """Model FLOPs of one step: 6 x parameters x tokens + non-causal attention
-    (12 x layers x hidden x seq per token), no recomputation — the usual MFU numerator."""
+    (12 x layers x heads x head_dim x seq per token), no recomputation — the usual MFU
+    numerator. A mixture of experts counts its active parameters (router, top_k routed
+    experts, shared experts), as Megatron-Bridge's and DeepSeek's MFU figures do."""
     tokens = plan.gbs * plan.seq
-    return tokens * (6.0 * model.params() + 12.0 * model.layers * model.hidden * plan.seq)
+    width = model.heads * model.head_dim
+    return tokens * (6.0 * model.params(active=True) + 12.0 * model.layers * width * plan.seq)
 
 
 def _resolve(
@@ -179,9 +182,19 @@ def estimate(
         memory=memory,
         breakdown=timing.breakdown,
         per_rank_s={r: t / 1e9 for r, t in timing.per_rank_ns.items()},
-        assumptions=[*ASSUMPTIONS, *_zero3_assumption(plan)],
+        assumptions=[
+            *ASSUMPTIONS,
+            *_zero3_assumption(plan),
+            *([MOE_ASSUMPTION] if spec.moe else []),
+        ],
         stats={**timing.stats, "wall_s": round(time.perf_counter() - t0, 3)},
     )
+
+
+MOE_ASSUMPTION = (
+    "mixture of experts as Megatron-Core: all-to-all token dispatcher on the EP group, "
+    "balanced routing, grouped expert GEMMs, no all-to-all overlap, BF16 dispatch"
+)
 
 
 def _zero3_assumption(plan: ParallelPlan) -> list[str]:
@@ -204,11 +217,12 @@ def plan_memory(gen: Generator) -> MemoryEstimate:
     milliseconds: the sweep sizes every plan with it before deciding to simulate.
     """
     plan = gen.plan
-    params, alive = [], []
+    params, alive, experts = [], [], []
     for stage in range(plan.pp):
         vs = [gen.vstage(stage, c) for c in range(plan.vp)]
         params.append(sum(sum(gen.chunk_params(v)) for v in vs))
+        experts.append(sum(sum(gen.expert_params(v)) for v in vs))
         avg_layers = sum(gen.chunk_layers[v] for v in vs) / len(vs)
         order = stage_order(plan.pp, plan.vp, plan.microbatches, stage)
         alive.append(in_flight(order) * avg_layers)
-    return estimate_memory(gen.ctx, params, alive, gen.ctx.km.physics.workspace_gb)
+    return estimate_memory(gen.ctx, params, alive, gen.ctx.km.physics.workspace_gb, experts)

@@ -7,7 +7,8 @@ each on a hand-made input with the real field layout, named after the pattern.
 - Selective recomputation with flash attention (Megatron-Core) re-runs the core attention
   forward before its backward.
 - Transformer Engine's pipelined reduce-scatter overlap holds SMs (NeMo's ub_cfg_h100_*).
-- A mixture-of-experts config is refused, not estimated as the dense model it contains.
+- A mixture-of-experts config is estimated as one (its experts, not the dense model its
+  other keys describe), or refused when its expert keys are incomplete.
 - GPU memory is quoted in GiB.
 - Every held-out row parses, or says why it is not estimated.
 """
@@ -111,10 +112,13 @@ def test_ub_overlap_kernels_hold_sms() -> None:
 
 
 @pytest.mark.parametrize("key", ["experts", "num_experts", "num_local_experts", "moe_router_topk"])
-def test_moe_configs_are_refused(key: str) -> None:
+def test_moe_configs_are_never_estimated_as_dense(key: str) -> None:
     data = {"layers": 32, "hidden": 4096, "heads": 32, "vocab": 32000, key: 8}
-    with pytest.raises(ConfigError, match="mixture-of-experts"):
+    with pytest.raises(ConfigError, match=r"top_k|needs experts"):  # incomplete: refused
         model_from_dict(data, "mixtral.yaml")
+    if key != "moe_router_topk":
+        spec = model_from_dict({**data, "num_experts_per_tok": 2}, "mixtral.yaml")
+        assert spec.moe and spec.params(active=True) < spec.params()
 
 
 def test_memory_capacity_is_the_quoted_gib() -> None:
@@ -123,14 +127,14 @@ def test_memory_capacity_is_the_quoted_gib() -> None:
 
 
 def test_every_heldout_row_parses_or_says_why() -> None:
-    """The held-out file: 82 held-out rows + 8 torchtitan rows added with the framework
-    profile; MoE refused by lumos itself; the rest estimable except torchtitan's FSDP +
-    pipeline 405B rows."""
+    """The held-out file: 82 dense rows + 8 torchtitan rows added with the framework
+    profile; the 6 MoE rows estimated with their built-in models; the rest estimable except
+    torchtitan's FSDP + pipeline 405B rows."""
     script = _script()
     rows = list(csv.DictReader(script.HELDOUT.open()))
     parsed = {r["row_id"]: script.parse(r) for r in rows}
     reasons = {k: v for k, v in parsed.items() if isinstance(v, str)}
-    assert len(rows) == 90 and len(parsed) - len(reasons) == 82
+    assert len(rows) == 90 and len(parsed) - len(reasons) == 88
     moe = [k for k, r in zip(parsed, rows, strict=True) if r["arch"] == "MoE"]
-    assert moe and all(reasons[k].startswith("refused by lumos") for k in moe)
-    assert set(reasons) - set(moe) == {"TT-L31-405B-3D-1F1B-512", "TT-L31-405B-3D-I1F1B-512"}
+    assert len(moe) == 6 and not set(moe) & set(reasons)
+    assert set(reasons) == {"TT-L31-405B-3D-1F1B-512", "TT-L31-405B-3D-I1F1B-512"}

@@ -1,0 +1,167 @@
+"""The MLP of a mixture-of-experts layer, as Megatron-Core runs it with the all-to-all
+token dispatcher and grouped GEMMs, forward and backward.
+
+On one rank (its T_sp tokens, the sequence-parallel shard under TP): router GEMM
+[T_sp, h] x [h, experts] (BF16) → softmax / top-k (memory-bound, FP32 logits) → permute
+(each token copied once per chosen expert: `routed = T_sp·top_k` rows) → all-to-all
+*dispatch* over the EP group (`routed·h` BF16 bytes sent, balanced routing: the published
+runs are token-balanced) → [expert TP > 1: all-gather over the TP group] → expert FC1 as
+one grouped GEMM over the `experts/ep` local experts, each with `tokens_per_expert =
+T_sp·top_k·ep·etp / experts` rows (few rows cost GEMM efficiency: the kernel model's
+tiles and waves) → activation → FC2 grouped GEMM → [reduce-scatter over TP] → all-to-all
+*combine* → unpermute (weighted sum of each token's top_k outputs). A shared expert runs
+as a dense tensor-parallel MLP on the same tokens. Backward mirrors it: the combine's
+gradient all-to-all first, data- and weight-gradient grouped GEMMs, the dispatch's
+gradient all-to-all, the router's two GEMMs. All-to-alls run on the EP stream and the
+compute stream waits for them (no dispatcher overlap: Megatron's `moe_a2a_overlap` is
+not modelled).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from lumos.simulator.network.api import ALL_GATHER, ALL_TO_ALL, REDUCE_SCATTER
+from lumos.simulator.workload.block import EP, EP_STREAM, TP, TP_STREAM, Block
+from lumos.simulator.workload.dims import BF16, Ctx
+from lumos.simulator.workload.layer import (
+    _reduced_gemm,
+    _row_backward,
+    col_backward,
+    gathered_gemm,
+)
+
+FP32 = 4
+
+
+@dataclass(frozen=True, slots=True)
+class MoeSizes:
+    """Per-rank sizes of one MoE layer (see module doc)."""
+
+    local_experts: int
+    routed: int  # token copies this rank sends (and, balanced, receives)
+    received: int  # token copies its local experts process (after the expert-TP gather)
+    per_expert: int
+    ffn: int  # one expert's FFN width on this rank (split over expert TP)
+    up: int  # FC1 output width (x2 when gated)
+
+    @classmethod
+    def of(cls, ctx: Ctx) -> MoeSizes:
+        m, p = ctx.model, ctx.plan
+        local = m.experts // p.ep
+        routed = ctx.T_sp * m.top_k
+        received = routed * p.expert_tp
+        ffn = m.moe_ffn // p.expert_tp
+        return cls(
+            local, routed, received, math.ceil(received / local), ffn, ffn * (2 if m.gated else 1)
+        )
+
+
+def grouped_gemm(
+    blk: Block,
+    ctx: Ctx,
+    name: str,
+    m_n_k: tuple[int, int, int],
+    groups: int,
+    wgrad: bool = False,
+    waits: tuple[int, ...] = (),
+) -> int:
+    """`groups` GEMMs of the same shape in one grouped kernel, in the linear-layer dtype
+    (weight gradients accumulate into FP32 main gradients, as `Ctx.gemm`)."""
+    m, n, k = m_n_k
+    dt = ctx.linear_dtype
+    size = 1 if dt == "fp8" else BF16
+    out = 8 if wgrad else BF16
+    ns = ctx.km.gemm_ns(m, n, k, dt, batch=groups, out_bytes=out)
+    nbytes = groups * ((m * k + k * n) * size + m * n * out)
+    return blk.compute(name, ns, 2.0 * m * n * k * groups, float(nbytes), waits=waits)
+
+
+def _cast(blk: Block, ctx: Ctx, name: str, elems: int) -> None:
+    """FP8 quantisation of a grouped GEMM's input (read BF16, write FP8)."""
+    if ctx.linear_dtype == "fp8":
+        blk.compute(f"{name}.cast_fp8", *ctx.mem(elems * 3))
+
+
+def _exchange(blk: Block, ctx: Ctx, name: str, rows: int, after: int) -> int:
+    """An all-to-all of `rows` hidden-size BF16 rows over the EP group (none at ep 1)."""
+    if ctx.plan.ep == 1:
+        return after
+    return blk.coll(name, EP_STREAM, ALL_TO_ALL, rows * ctx.h * BF16, EP, after)
+
+
+def _etp(blk: Block, ctx: Ctx, name: str, kind: int, rows: int, after: int) -> int:
+    """Expert-TP gather (or reduce-scatter) of the dispatched rows over the TP group."""
+    if ctx.plan.expert_tp == 1:
+        return after
+    size = rows * ctx.h * BF16 * (ctx.plan.expert_tp if kind == REDUCE_SCATTER else 1)
+    return blk.coll(name, TP_STREAM, kind, size, TP, after)
+
+
+def moe_forward(blk: Block, ctx: Ctx, tag: str, ln: int) -> tuple[int, ...]:
+    """Append the MoE MLP after the norm `ln`; returns what the residual add waits for."""
+    z, m, h = MoeSizes.of(ctx), ctx.model, ctx.h
+    name = f"{tag}.moe"
+    blk.compute(f"{name}.router", *ctx.gemm(ctx.T_sp, m.experts, h, "bf16"))
+    blk.compute(f"{name}.topk", *ctx.mem(ctx.T_sp * m.experts * FP32 * 2))
+    perm = blk.compute(f"{name}.permute", *ctx.mem((ctx.T_sp + z.routed) * h * BF16))
+    a2a = _exchange(blk, ctx, f"{name}.dispatch", z.routed, perm)
+    got = _etp(blk, ctx, f"{name}.dispatch_all_gather", ALL_GATHER, z.routed, a2a)
+    _cast(blk, ctx, f"{name}.fc1", z.received * h)
+    grouped_gemm(blk, ctx, f"{name}.fc1", (z.per_expert, z.up, h), z.local_experts, waits=(got,))
+    blk.compute(f"{name}.activation", *ctx.mem(z.received * (z.up + z.ffn) * BF16))
+    out = grouped_gemm(blk, ctx, f"{name}.fc2", (z.per_expert, h, z.ffn), z.local_experts)
+    out = _etp(blk, ctx, f"{name}.combine_reduce_scatter", REDUCE_SCATTER, z.routed, out)
+    back = _exchange(blk, ctx, f"{name}.combine", z.routed, out)
+    waits: tuple[int, ...] = ()
+    if m.shared_ffn:
+        waits = _shared_forward(blk, ctx, tag, ln)
+    nbytes = (z.routed + ctx.T_sp) * h * BF16
+    return (*waits, blk.compute(f"{name}.unpermute", *ctx.mem(nbytes), waits=(back,)))
+
+
+def _shared_widths(ctx: Ctx) -> tuple[int, int]:
+    ffn = ctx.model.shared_ffn // ctx.plan.tp
+    return ffn, ffn * (2 if ctx.model.gated else 1)
+
+
+def _shared_forward(blk: Block, ctx: Ctx, tag: str, ln: int) -> tuple[int, ...]:
+    """The shared expert: a dense tensor-parallel MLP (SP all-gather, reduce-scatter)."""
+    ffn, up = _shared_widths(ctx)
+    gathered_gemm(blk, ctx, f"{tag}.shared.fc1", (ctx.T, up, ctx.h), ln, None)
+    blk.compute(f"{tag}.shared.activation", *ctx.mem(ctx.T * (up + ffn) * BF16))
+    return _reduced_gemm(blk, ctx, f"{tag}.shared.fc2", (ctx.T, ctx.h, ffn))
+
+
+def moe_backward(blk: Block, ctx: Ctx, tag: str) -> tuple[int, ...]:
+    """Append the MoE MLP's backward; returns what the norm's backward waits for."""
+    z, m, h = MoeSizes.of(ctx), ctx.model, ctx.h
+    name = f"{tag}.moe"
+    red: tuple[int, ...] = ()
+    if m.shared_ffn:
+        ffn, up = _shared_widths(ctx)
+        _row_backward(blk, ctx, f"{tag}.shared.fc2", h, ffn)
+        blk.compute(f"{tag}.shared.activation_bwd", *ctx.mem(ctx.T * (2 * up + ffn) * BF16))
+        red = col_backward(blk, ctx, f"{tag}.shared.fc1", up, h)
+    grad = blk.compute(f"{name}.unpermute_bwd", *ctx.mem((2 * z.routed + ctx.T_sp) * h * BF16))
+    a2a = _exchange(blk, ctx, f"{name}.combine_bwd", z.routed, grad)
+    got = _etp(blk, ctx, f"{name}.combine_bwd_all_gather", ALL_GATHER, z.routed, a2a)
+    _cast(blk, ctx, f"{name}.fc2.grad", z.received * h)
+    e = z.local_experts
+    grouped_gemm(blk, ctx, f"{name}.fc2.dgrad", (z.per_expert, z.ffn, h), e, waits=(got,))
+    grouped_gemm(blk, ctx, f"{name}.fc2.wgrad", (z.ffn, h, z.per_expert), e, wgrad=True)
+    blk.compute(f"{name}.activation_bwd", *ctx.mem(z.received * (2 * z.up + z.ffn) * BF16))
+    _cast(blk, ctx, f"{name}.fc1.grad", z.received * z.up)
+    grouped_gemm(blk, ctx, f"{name}.fc1.dgrad", (z.per_expert, h, z.up), e)
+    out = grouped_gemm(blk, ctx, f"{name}.fc1.wgrad", (z.up, h, z.per_expert), e, wgrad=True)
+    out = _etp(blk, ctx, f"{name}.dispatch_bwd_reduce_scatter", REDUCE_SCATTER, z.routed, out)
+    back = _exchange(blk, ctx, f"{name}.dispatch_bwd", z.routed, out)
+    nbytes = (z.routed + ctx.T_sp) * h * BF16
+    blk.compute(f"{name}.permute_bwd", *ctx.mem(nbytes), waits=(back,))
+    blk.compute(f"{name}.topk_bwd", *ctx.mem(ctx.T_sp * m.experts * FP32 * 3))
+    blk.compute(f"{name}.router.dgrad", *ctx.gemm(ctx.T_sp, h, m.experts, "bf16"))
+    last = blk.compute(
+        f"{name}.router.wgrad", *ctx.gemm(m.experts, h, ctx.T_sp, "bf16", wgrad=True)
+    )
+    return (*red, last)

@@ -1,0 +1,120 @@
+"""Mixture-of-experts and attention-shape keys of a model spec, with their common aliases.
+
+lumos' own keys: `experts` (routed experts per MoE layer), `top_k` (experts per token),
+`moe_ffn` (one expert's FFN width, default `ffn`), `shared_ffn` (total width of the
+always-active shared-expert MLP, 0: none) or `shared_experts` (their count, each
+`moe_ffn` wide), `moe_every` (every n-th layer is MoE, Megatron's `moe_layer_freq`),
+`first_dense` (leading dense layers, DeepSeek's `first_k_dense_replace`), `head_dim`
+(when it is not hidden / heads), `window` / `window_every` (sliding-window attention on
+every n-th layer, from layer 0). Hugging Face and Megatron names are accepted for each
+(`ALIASES`), so a config.json's values can be pasted. What lumos does not model is
+refused by name (`UNMODELLED`) rather than estimated as something else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lumos.errors import ConfigError
+
+#: lumos key -> accepted names (first: lumos' own)
+ALIASES: dict[str, tuple[str, ...]] = {
+    "experts": (
+        "experts",
+        "num_experts",
+        "moe_experts",
+        "num_local_experts",
+        "n_routed_experts",
+        "moe_num_experts",
+    ),
+    "top_k": (
+        "top_k",
+        "num_experts_per_tok",
+        "experts_per_token",
+        "moe_router_topk",
+        "moe_top_k",
+    ),
+    "moe_ffn": ("moe_ffn", "moe_intermediate_size", "moe_ffn_hidden_size"),
+    "shared_ffn": (
+        "shared_ffn",
+        "shared_expert_intermediate_size",
+        "moe_shared_expert_intermediate_size",
+    ),
+    "shared_experts": ("shared_experts", "n_shared_experts", "num_shared_experts"),
+    "moe_every": ("moe_every", "moe_layer_freq", "decoder_sparse_step"),
+    "first_dense": ("first_dense", "first_k_dense_replace"),
+    "head_size": ("head_dim", "kv_channels", "head_size"),
+    "window": ("window", "sliding_window"),
+    "window_every": ("window_every",),
+}
+#: keys of architectures lumos does not model -> what they are
+UNMODELLED = {
+    "kv_lora_rank": "multi-head latent attention (DeepSeek-V2/V3 MLA)",
+    "q_lora_rank": "multi-head latent attention (DeepSeek-V2/V3 MLA)",
+    "num_nextn_predict_layers": "multi-token prediction layers",
+    "mtp_num_layers": "multi-token prediction layers",
+    "mlp_only_layers": "an irregular list of dense layers",
+}
+DEFAULTS = {
+    "head_size": 0,
+    "experts": 0,
+    "top_k": 0,
+    "moe_ffn": 0,
+    "shared_ffn": 0,
+    "moe_every": 1,
+    "first_dense": 0,
+    "window": 0,
+    "window_every": 2,
+}
+
+
+def _count(value: Any, where: str, zero: bool = True) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < (0 if zero else 1):
+        kind = "a non-negative" if zero else "a positive"
+        raise ConfigError(f"{where} must be {kind} integer, got {value!r}")
+    return value
+
+
+def _take(data: dict[str, Any], key: str, where: str) -> tuple[str, Any] | None:
+    given = [name for name in ALIASES[key] if name in data]
+    if len(given) > 1:
+        raise ConfigError(f"{where}: {given[0]!r} and {given[1]!r} both give {key!r}")
+    return (given[0], data.pop(given[0])) if given else None
+
+
+def moe_fields(data: dict[str, Any], where: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the other keys, the MoE / attention-shape values with defaults). Raises ConfigError
+    for an unmodelled architecture, a bad value, or MoE keys without `experts`."""
+    for key, what in UNMODELLED.items():
+        if key in data and data[key] not in (None, 0, [], False):
+            raise ConfigError(f"{where}: {key!r} means {what}, which lumos does not model")
+    rest = dict(data)
+    values = dict(DEFAULTS)
+    shared_count = 0
+    for key in ALIASES:
+        got = _take(rest, key, where)
+        if got is None:
+            continue
+        name, value = got
+        if key == "moe_every" and isinstance(value, list):
+            raise ConfigError(f"{where}: {name!r} as a list is not modelled; give an integer")
+        n = _count(value, f"{where}: {name}", zero=key not in ("moe_every", "window_every"))
+        if key == "shared_experts":
+            shared_count = n
+        else:
+            values[key] = n
+    if values["experts"] == 0:
+        moe_only = [k for k in ("top_k", "moe_ffn", "shared_ffn") if values[k]]
+        if moe_only or shared_count:
+            raise ConfigError(f"{where}: {(moe_only or ['shared_experts'])[0]!r} needs experts")
+        return rest, values
+    if not 1 <= values["top_k"] <= values["experts"]:
+        raise ConfigError(
+            f"{where}: a mixture of experts needs top_k (experts per token) between 1 and "
+            f"experts ({values['experts']}), got {values['top_k']}"
+        )
+    if shared_count:
+        if values["shared_ffn"]:
+            raise ConfigError(f"{where}: give shared_experts or shared_ffn, not both")
+        values["shared_ffn"] = -shared_count  # resolved against moe_ffn by the caller
+    return rest, values

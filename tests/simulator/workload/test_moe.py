@@ -1,0 +1,177 @@
+"""Mixture-of-experts estimates: a small MoE model's generated ranks hold exactly the
+expected kernels and all-to-alls (bytes, EP group members), EP 1 has no all-to-all,
+plans that cannot shard the experts are refused, memory matches a hand count, HF aliases
+parse, unmodelled architectures are refused by name, and the published MoE rows parse."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import sys
+from collections import Counter
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from lumos.errors import ConfigError
+from lumos.hwconfigs.load import load_system
+from lumos.simulator.costmodel.kernels import KernelModel
+from lumos.simulator.graph import COLL, COMP
+from lumos.simulator.network.api import ALL_TO_ALL, REDUCE_SCATTER
+from lumos.simulator.rendezvous import match_collectives, match_p2p
+from lumos.simulator.workload import ParallelPlan, estimate, generate
+from lumos.simulator.workload.block import EDP, EP, EP_STREAM
+from lumos.simulator.workload.generate import Generator
+from lumos.simulator.workload.ranks import expand
+from lumos.simulator.workload.spec import ModelSpec, load_model, model_from_dict
+from lumos.simulator.workload.step import plan_memory
+
+SMALL = {
+    "layers": 2,
+    "hidden": 64,
+    "heads": 4,
+    "kv_heads": 2,
+    "ffn": 128,
+    "vocab": 256,
+    "mlp": "swiglu",
+    "norm": "rmsnorm",
+    "num_experts": 8,  # HF names, as pasted from a config.json
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 32,
+}
+SEQ = 16
+ROUTED_BYTES = SEQ * 2 * 64 * 2  # tokens x top_k x hidden x BF16: one rank's all-to-all
+
+
+def _model() -> ModelSpec:
+    return model_from_dict(dict(SMALL), "small", "small-moe")
+
+
+def _plan(ep: int, dp: int = 4, **kw: object) -> ParallelPlan:
+    return ParallelPlan.build(_model(), mbs=1, dp=dp, gbs=dp, seq=SEQ, ep=ep, **kw)  # type: ignore[arg-type]
+
+
+def test_spec_from_hf_names_counts_active_parameters() -> None:
+    m = _model()
+    assert (m.experts, m.top_k, m.moe_ffn, m.moe_layers) == (8, 2, 32, 2)
+    expert = 64 * 32 * 3  # gate, up, down
+    dense = 64 * (4 + 2 * 2) * 16 + 4 * 16 * 64 + 2 * 64 + 64 * 8  # qkv, proj, norms, router
+    emb = 2 * 256 * 64
+    assert m.params() == 2 * (dense + 8 * expert) + emb + 64
+    assert m.params(active=True) == 2 * (dense + 2 * expert) + emb + 64
+
+
+def test_unmodelled_architectures_are_refused_by_name() -> None:
+    with pytest.raises(ConfigError, match=r"kv_lora_rank.*latent attention"):
+        model_from_dict({**SMALL, "kv_lora_rank": 512}, "deepseek")
+    with pytest.raises(ConfigError, match="top_k"):
+        model_from_dict({k: v for k, v in SMALL.items() if k != "num_experts_per_tok"}, "x")
+    with pytest.raises(ConfigError, match="needs experts"):
+        model_from_dict({"layers": 1, "hidden": 8, "heads": 1, "vocab": 8, "top_k": 2}, "x")
+
+
+def test_moe_layer_ops_and_all_to_alls_exact() -> None:
+    step = generate(_model(), _plan(ep=4), "h100")
+    (g,) = step.graphs
+    names = [g.names[i] for i in g.name_idx]
+    layer0 = Counter(n.split(".", 1)[1] for n in names if n.startswith("layer0.moe"))
+    fwd = ["router", "topk", "permute", "fc1", "activation", "fc2", "unpermute"]
+    bwd = ["unpermute_bwd", "fc2.dgrad", "fc2.wgrad", "activation_bwd", "fc1.dgrad"]
+    bwd += ["fc1.wgrad", "permute_bwd", "topk_bwd", "router.dgrad", "router.wgrad"]
+    a2a = ["dispatch", "combine", "combine_bwd", "dispatch_bwd"]
+    assert layer0 == Counter(f"moe.{n}" for n in fwd + bwd + a2a)
+    colls = (g.type == COLL) & (g.comm_type == ALL_TO_ALL)
+    assert int(colls.sum()) == 2 * 4  # two MoE layers x (dispatch, combine) x (fwd, bwd)
+    assert set(g.comm_size[colls].tolist()) == {ROUTED_BYTES}
+    assert set(g.group[colls].tolist()) == {EP} and set(g.stream[colls].tolist()) == {EP_STREAM}
+    assert g.groups[EP] == (0, 1, 2, 3) and g.groups[EDP] == (0,)
+
+
+def test_ep_groups_are_carved_from_data_parallel_ranks() -> None:
+    plan = _plan(ep=2, dp=4, tp=2, etp=1)
+    gen = Generator(_model(), plan, KernelModel.for_gpu(load_system("h100").gpu))
+    g, *_ = gen.rank_graph(0, 0)
+    assert g.groups[EP] == (0, 1)  # etp 1: the EP group spans the TP pair
+    assert g.groups[EDP] == (0, 2, 4, 6)
+    expert_rs = (g.group == EDP) & (g.comm_type == REDUCE_SCATTER)
+    assert int(expert_rs.sum()) >= 1  # expert gradients reduced over expert DP
+
+
+def test_ep1_has_no_all_to_all_and_local_experts_take_all_tokens() -> None:
+    (g,) = generate(_model(), _plan(ep=1), "h100").graphs
+    assert int(((g.type == COLL) & (g.comm_type == ALL_TO_ALL)).sum()) == 0
+    assert int((g.type == COMP).sum()) > 0
+
+
+@pytest.mark.parametrize(
+    ("ep", "dp", "match"),
+    [(3, 3, "divide the 8 experts"), (4, 2, "must divide a stage's")],
+)
+def test_plans_that_cannot_shard_the_experts_are_refused(ep: int, dp: int, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        _plan(ep=ep, dp=dp)
+
+
+def test_ep_on_a_dense_model_is_refused() -> None:
+    with pytest.raises(ConfigError, match="mixture-of-experts"):
+        ParallelPlan.build(load_model("llama3-8b"), dp=2, ep=2)
+
+
+def test_memory_of_expert_shards_by_hand() -> None:
+    plan = _plan(ep=2, dp=4, zero=1)
+    gen = Generator(_model(), plan, KernelModel.for_gpu(load_system("h100").gpu))
+    experts = 2 * (8 // 2) * 64 * 32 * 3  # two layers x 4 local experts
+    dense = 2 * (64 * 8 * 16 + 64 * 64 + 2 * 64 + 64 * 8) + 2 * 256 * 64
+    assert sum(gen.expert_params(0)) == experts and sum(gen.chunk_params(0)) == dense
+    mem = plan_memory(gen)
+    assert mem.weights_gb == pytest.approx((dense + experts) * 2 / 1e9)
+    assert mem.optimizer_gb == pytest.approx((dense * 12 / 4 + experts * 12 / 2) / 1e9)
+
+
+def test_estimate_runs_and_counts_active_flops() -> None:
+    res = estimate(_model(), _plan(ep=4), "h100")
+    assert res.iteration_time_s > 0 and res.breakdown.exposed_ep_s > 0
+    assert 0 < res.mfu < 1
+
+
+def _validate_module() -> ModuleType:
+    path = Path(__file__).resolve().parents[3] / "scripts" / "validate_published.py"
+    spec = importlib.util.spec_from_file_location("validate_published", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_published_moe_rows_parse() -> None:
+    mod = _validate_module()
+    rows = [r for r in csv.DictReader(mod.HELDOUT.open()) if r["arch"] == "MoE"]
+    assert len(rows) == 6
+    parsed = {r["row_id"]: mod.parse(r) for r in rows}
+    oss = parsed["MB2511-GPTOSS-120B"]
+    assert not isinstance(oss, str)
+    assert oss.model.name == "gpt-oss-120b" and (oss.plan.ep, oss.plan.pp, oss.plan.dp) == (
+        8,
+        4,
+        16,
+    )
+    big = parsed["MB2602-Qwen3-235B-A22B"]
+    assert not isinstance(big, str) and (big.plan.ep, big.plan.expert_tp, big.plan.tp) == (32, 1, 2)
+
+
+def test_every_rank_of_a_pipelined_moe_plan_matches_up() -> None:
+    """Megatron-Core placement (PP outermost): expanded to all 16 ranks, every collective
+    (EP all-to-alls, expert-DP reductions) and send/recv pairs up, each EP group in one
+    stage's 8 ranks (one node)."""
+    model = model_from_dict({**SMALL, "layers": 4}, "small", "small-moe")
+    plan = ParallelPlan.build(model, pp=2, dp=8, ep=4, mbs=1, gbs=16, seq=SEQ)
+    graphs = expand(generate(model, plan, "h100"), plan)
+    problems: list[str] = []
+    colls = match_collectives(graphs, problems)
+    match_p2p(graphs, {g.rank: g.rank for g in graphs}, problems)
+    assert problems == []
+    a2a = [inst for inst in colls if len(inst.members) == 4 and inst.group[-1] - inst.group[0] == 3]
+    assert a2a and all(max(i.group) // 8 == min(i.group) // 8 for i in a2a)
+    assert graphs[9].groups[EP] == (8, 9, 10, 11) and graphs[9].groups[EDP] == (9, 13)
