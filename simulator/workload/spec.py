@@ -76,9 +76,15 @@ class ModelSpec:
         return self.experts > 0
 
     def is_moe_layer(self, index: int) -> bool:
-        """Whether layer `index` (0-based) holds experts instead of a dense MLP
-        (Megatron's `moe_layer_freq`, after `first_dense` dense layers)."""
-        return self.moe and index >= self.first_dense and index % self.moe_every == 0
+        """Whether layer `index` (0-based) holds experts instead of a dense MLP: every
+        `moe_every`-th layer from layer `first_dense` (Megatron's integer `moe_layer_freq`
+        with `first_dense` 0; DeepSeek's `first_k_dense_replace`; Llama 4 Maverick's odd
+        layers: `first_dense` 1, `moe_every` 2)."""
+        return (
+            self.moe
+            and index >= self.first_dense
+            and (index - self.first_dense) % self.moe_every == 0
+        )
 
     def is_window_layer(self, index: int) -> bool:
         """Whether layer `index` attends over a sliding window (GPT-OSS: even layers)."""

@@ -175,3 +175,59 @@ def test_every_rank_of_a_pipelined_moe_plan_matches_up() -> None:
     a2a = [inst for inst in colls if len(inst.members) == 4 and inst.group[-1] - inst.group[0] == 3]
     assert a2a and all(max(i.group) // 8 == min(i.group) // 8 for i in a2a)
     assert graphs[9].groups[EP] == (8, 9, 10, 11) and graphs[9].groups[EDP] == (9, 13)
+
+
+def test_expert_tp_gathers_and_scatters_the_dispatched_rows_over_tp() -> None:
+    """etp = tp = 2 (Megatron-Core's default): each TP rank routes its SP shard (T/2
+    tokens), the EP all-to-all moves them, an all-gather over TP brings both shards to the
+    experts (split in two), a reduce-scatter over TP returns the partial sums."""
+    (g,) = generate(_model(), _plan(ep=2, dp=2, tp=2), "h100").graphs
+    names = [g.names[i] for i in g.name_idx]
+    routed = SEQ // 2 * 2 * 64 * 2  # T_sp x top_k x hidden x BF16
+
+    def size(name: str) -> set[int]:
+        return {int(g.comm_size[i]) for i, n in enumerate(names) if n == f"layer0.moe.{name}"}
+
+    assert size("dispatch") == size("combine") == {routed}
+    assert size("dispatch_all_gather") == size("combine_bwd_all_gather") == {routed}
+    assert size("combine_reduce_scatter") == size("dispatch_bwd_reduce_scatter") == {2 * routed}
+    fc1 = next(i for i, n in enumerate(names) if n == "layer0.moe.fc1")
+    assert int(g.type[fc1]) == COMP
+
+
+def test_sliding_window_layers_attend_over_the_window_only() -> None:
+    """GPT-OSS: even layers attend over a 128-key band, odd layers causally over all."""
+    spec = load_model("gpt-oss-120b")
+    assert spec.is_window_layer(0) and not spec.is_window_layer(1)
+    plan = ParallelPlan.build(spec, pp=4, dp=8, ep=8, mbs=1, gbs=8, seq=4096)
+    gen = Generator(spec, plan, KernelModel.for_gpu(load_system("h100").gpu))
+    blk = gen.block(0, 0, True)
+    names = gen.names.as_list()
+    dur = {names[blk.name[i]]: int(blk.cols["dur"][i]) for i in range(len(blk))}
+    assert dur["layer0.attention"] * 4 < dur["layer1.attention"]
+
+
+@pytest.mark.parametrize(
+    ("name", "total_b", "active_b"),
+    [  # the model cards' counts (Llama 4 Scout's 109B includes its vision encoder)
+        ("mixtral-8x7b", 46.7, 12.9),
+        ("mixtral-8x22b", 141.0, 39.0),
+        ("qwen3-30b-a3b", 30.5, 3.3),
+        ("qwen3-235b-a22b", 235.0, 22.0),
+        ("gpt-oss-120b", 116.8, None),  # 5.1B active counts no embeddings
+        ("llama4-scout", 109.0, 17.0),
+        ("llama4-maverick", 400.0, 17.0),
+    ],
+)
+def test_builtin_moe_parameter_counts(name: str, total_b: float, active_b: float | None) -> None:
+    spec = load_model(name)
+    assert spec.params() / 1e9 == pytest.approx(total_b, rel=0.02)
+    if active_b is not None:
+        assert spec.params(active=True) / 1e9 == pytest.approx(active_b, rel=0.03)
+
+
+def test_moe_layer_pattern() -> None:
+    maverick = load_model("llama4-maverick")
+    assert [maverick.is_moe_layer(i) for i in range(4)] == [False, True, False, True]
+    dsv3_like = model_from_dict({**SMALL, "layers": 5, "first_k_dense_replace": 3}, "x")
+    assert [dsv3_like.is_moe_layer(i) for i in range(5)] == [False, False, False, True, True]
