@@ -21,9 +21,10 @@ DeepSpeed's 2021 ZeRO-3 fetched each weight tensor alone, blocking, and reduced 
 without overlap (`overlap_comm` off by default): `fsdp_unit="tensor"`, see
 `simulator/workload/zero3_tensor.py`. Unstated micro-batch sizes are 1; an unstated
 TP-comm overlap is off. Mixture-of-experts rows (the `arch` column says MoE; their shape
-columns are empty) take the built-in model their name maps to (`MOE_MODELS`, shapes from
-each model's config.json, `simulator/workload/models.yaml`), the row's EP, and what the
-Megatron-Bridge performance recipes set (`MEGATRON_BRIDGE_MOE`). A row whose `expressible`
+columns are empty) take the built-in MoE model their name maps to (`_moe_model`: the
+normalised name, or `MOE_MODELS`; shapes from each model's config.json,
+`simulator/workload/models.yaml`), the row's EP, and for Megatron-Bridge rows what its
+performance recipes set (`MEGATRON_BRIDGE_MOE`); a MoE model with no built-in is refused. A row whose `expressible`
 column says "no", or whose model lumos refuses, is listed as skipped with the reason.
 Nothing here is fitted.
 
@@ -46,7 +47,7 @@ from pathlib import Path
 
 from lumos.errors import ConfigError, LumosError
 from lumos.simulator.workload import ParallelPlan, Precision, Recompute, estimate
-from lumos.simulator.workload.spec import ModelSpec, load_model, model_from_dict
+from lumos.simulator.workload.spec import ModelSpec, builtin_models, load_model, model_from_dict
 
 CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / "published_training_perf.csv"
 HELDOUT = Path(__file__).resolve().parent / "data" / "heldout_h100.csv"
@@ -56,18 +57,19 @@ LEGACY = ("Megatron-LM", "DeepSpeed")
 #: row's framework string is silent: the DGX Cloud Nemotron-4 15B recipe runs with
 #: `ub_tp_comm_overlap: True` (NVIDIA/dgxc-benchmarking nemotron/nemotron4-15b-synth.yaml)
 TP_OVERLAP_BY_LOCATOR = {"nemotron/README_15b.md": True}
-#: the built-in model of a mixture-of-experts row's model name
+#: the built-in model of a mixture-of-experts row's model name, where normalising the names
+#: (`_moe_model`: lower case, no spaces, dashes or dots) does not find it
 MOE_MODELS = {
-    "GPT OSS 120B": "gpt-oss-120b",
-    "Qwen3 30B-A3B": "qwen3-30b-a3b",
-    "Qwen3 235B-A22B": "qwen3-235b-a22b",
+    "Llama 4 Scout 17B-16E": "llama4-scout",
+    "Llama 4 Maverick 17B-128E": "llama4-maverick",
 }
 #: what NVIDIA-NeMo/Megatron-Bridge's MoE performance recipes set where the published table
 #: is silent: expert TP 1 (scripts/performance/configs/qwen/qwen3_workload_base_configs.py:
-#: `expert_tensor_parallel_size=1` in every Qwen3 base config; GPT-OSS runs TP 1), the
-#: distributed optimizer (the recipes' `use_distributed_optimizer`), no recomputation
-#: (qwen3_llm_pretrain.py `set_qwen3_common_configs`: `recompute_granularity = None`), and
-#: balanced routing (`moe_router_force_load_balancing = True`, "token-balanced" in the table)
+#: `expert_tensor_parallel_size=1` in every Qwen3 base config, gpt_oss_workload_base_configs.py
+#: in GPT-OSS's), the distributed optimizer (the recipes' `use_distributed_optimizer`), no
+#: recomputation (qwen3_llm_pretrain.py `set_qwen3_common_configs`: `recompute_granularity =
+#: None`), and balanced routing (`moe_router_force_load_balancing = True`, "token-balanced"
+#: in the table). Rows of other frameworks take Megatron-Core's default expert TP (= TP).
 MEGATRON_BRIDGE_MOE = {"etp": 1, "zero": 1, "recompute": Recompute.NONE}
 
 
@@ -142,13 +144,29 @@ def _tp_overlap(r: dict[str, str]) -> bool:
     return "TP comm overlap" in r["framework"]
 
 
+def _moe_model(text: str) -> str | None:
+    """The built-in MoE model a row names (`MOE_MODELS`, else by normalised name)."""
+    if text in MOE_MODELS:
+        return MOE_MODELS[text]
+
+    def norm(name: str) -> str:
+        return re.sub(r"[\s\-_.]", "", name.lower())
+
+    found = [n for n in builtin_models() if norm(n) == norm(text) and load_model(n).moe]
+    return found[0] if found else None
+
+
 def parse_moe(r: dict[str, str]) -> Row | str:
-    """A mixture-of-experts row (`MOE_MODELS`, `MEGATRON_BRIDGE_MOE`), or why not."""
-    name = MOE_MODELS.get(r["model"])
+    """A mixture-of-experts row (`_moe_model`, `MEGATRON_BRIDGE_MOE`), or why not."""
+    name = _moe_model(r["model"])
     pub = _published(r) if r.get("tokens_per_s_per_gpu") or r["iter_time_s"] else None
-    if name is None or pub is None:
+    if name is None:
         return f"refused by lumos: no built-in shape for MoE model {r['model']!r}"
-    mb = MEGATRON_BRIDGE_MOE
+    if pub is None:
+        return "no published step time or tokens/s"
+    mb = dict(MEGATRON_BRIDGE_MOE)
+    if "Megatron-Bridge" not in r["framework"]:
+        mb["etp"] = 0
     try:
         model = load_model(name)
         plan = ParallelPlan.build(

@@ -231,3 +231,19 @@ def test_moe_layer_pattern() -> None:
     assert [maverick.is_moe_layer(i) for i in range(4)] == [False, True, False, True]
     dsv3_like = model_from_dict({**SMALL, "layers": 5, "first_k_dense_replace": 3}, "x")
     assert [dsv3_like.is_moe_layer(i) for i in range(5)] == [False, False, False, True, True]
+
+
+def test_an_unseen_moe_row_maps_by_name_or_says_why() -> None:
+    """A published MoE row with the held-out file's layout (shape columns empty): a NeMo
+    Mixtral row takes the built-in by normalised name and Megatron-Core's default expert TP
+    (= TP); a model lumos has no shape for is refused with the reason."""
+    mod = _validate_module()
+    base = next(r for r in csv.DictReader(mod.HELDOUT.open()) if r["arch"] == "MoE")
+    row = {**base, "row_id": "X-MIXTRAL", "model": "Mixtral 8x7B", "framework": "NeMo 24.07"}
+    row |= {"tp": "2", "pp": "4", "dp": "8", "ep": "8", "vp": "", "sp": "yes", "mbs": "1"}
+    row |= {"gbs_seqs": "256", "precision": "FP8", "gpus": "64", "tokens_per_s_per_gpu": "4000"}
+    parsed = mod.parse(row)
+    assert not isinstance(parsed, str)
+    assert parsed.model.name == "mixtral-8x7b" and parsed.plan.expert_tp == 2
+    refused = mod.parse({**row, "model": "DeepSeek-V3"})
+    assert isinstance(refused, str) and "no built-in shape" in refused
