@@ -61,6 +61,7 @@ PLAN_DEFAULTS = {
     "cp": "1",
     "vp": "1",
     "mbs": "1,2",
+    "ep": "1",
     "zero": "1",
     "recompute": "none,selective,full",
     "precision": "bf16",
@@ -85,6 +86,7 @@ PLAN_DEFAULTS = {
 @click.option("--cp", help="CP degrees to try [1].")
 @click.option("--vp", help="Virtual stages per PP rank to try (interleaved 1F1B) [1].")
 @click.option("--mbs", help=f"Micro-batch sizes to try [{PLAN_DEFAULTS['mbs']}].")
+@click.option("--ep", help="Expert-parallel degrees to try (mixture-of-experts models) [1].")
 @click.option("--zero", help="ZeRO stages to try (0, 1, 3) [1].")
 @click.option("--recompute", help=f"Activation recomputation [{PLAN_DEFAULTS['recompute']}].")
 @click.option("--precision", help="bf16 and/or fp8 [bf16].")
@@ -138,6 +140,7 @@ def sweep_command(
     cp: str | None,
     vp: str | None,
     mbs: str | None,
+    ep: str | None,
     zero: str | None,
     recompute: str | None,
     precision: str | None,
@@ -222,6 +225,7 @@ def sweep_command(
             "cp": cp,
             "vp": vp,
             "mbs": mbs,
+            "ep": ep,
             "zero": zero,
             "recompute": recompute,
             "precision": precision,
@@ -238,6 +242,7 @@ def sweep_command(
         cp=_ints(grid["cp"], "cp"),
         vp=_ints(grid["vp"], "vp"),
         mbs=_ints(grid["mbs"], "mbs"),
+        ep=_ints(grid["ep"], "ep"),
         zero=_ints(grid["zero"], "zero"),
         recompute=_words(grid["recompute"]),
         precision=_words(grid["precision"]),

@@ -29,6 +29,7 @@ FIGURES = (
     "exposed_dp_s",
     "exposed_pp_s",
     "bubble_s",
+    "exposed_ep_s",
 )
 
 
@@ -106,5 +107,6 @@ def evaluate(point: dict[str, Any]) -> dict[str, Any]:
         exposed_dp_s=breakdown.exposed_dp_s,
         exposed_pp_s=breakdown.exposed_pp_s,
         bubble_s=breakdown.bubble_s,
+        exposed_ep_s=breakdown.exposed_ep_s,
     )
     return row

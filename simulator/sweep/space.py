@@ -35,6 +35,7 @@ class SweepSpace:
     cp: tuple[int, ...] = (1,)
     vp: tuple[int, ...] = (1,)
     mbs: tuple[int, ...] = (1, 2)
+    ep: tuple[int, ...] = (1,)
     zero: tuple[int, ...] = (1,)
     recompute: tuple[str, ...] = ("none", "selective", "full")
     precision: tuple[str, ...] = ("bf16",)
@@ -57,6 +58,7 @@ def plan_key(plan: ParallelPlan) -> str:
     return (
         f"tp{plan.tp}-pp{plan.pp}-vp{plan.vp}-cp{plan.cp}-dp{plan.dp}-mbs{plan.mbs}"
         f"-z{plan.zero}-{plan.recompute.value}-{plan.precision.value}"
+        + (f"-ep{plan.ep}" if plan.ep > 1 else "")
     )
 
 
@@ -68,7 +70,10 @@ def plan_label(row: dict[str, Any]) -> str:
         parts.append(f"VP{row['vp']}")
     if row["cp"] > 1:
         parts.append(f"CP{row['cp']}")
-    parts += [f"DP{row['dp']}", f"MBS{row['mbs']}"]
+    parts.append(f"DP{row['dp']}")
+    if row.get("ep", 1) > 1:
+        parts.append(f"EP{row['ep']}")
+    parts.append(f"MBS{row['mbs']}")
     if row["zero"] != 1:
         parts.append(f"z{row['zero']}")
     if row["recompute"] != "none":
@@ -88,7 +93,7 @@ def enumerate_plans(space: SweepSpace, model: ModelSpec, gpus_per_node: int) -> 
 
     Raises ConfigError when a grid value is not a positive integer or a known option.
     """
-    for name in ("tp", "pp", "cp", "vp", "mbs"):
+    for name in ("tp", "pp", "cp", "vp", "mbs", "ep"):
         if not getattr(space, name) or min(getattr(space, name)) < 1:
             raise ConfigError(
                 f"sweep: --{name} needs positive integers, got {getattr(space, name)}"
@@ -97,11 +102,19 @@ def enumerate_plans(space: SweepSpace, model: ModelSpec, gpus_per_node: int) -> 
     precisions = [_option(Precision, p, "precision") for p in space.precision]
     grid = list(
         product(
-            space.tp, space.pp, space.cp, space.vp, space.mbs, space.zero, recomputes, precisions
+            space.tp,
+            space.pp,
+            space.cp,
+            space.vp,
+            space.mbs,
+            space.zero,
+            recomputes,
+            precisions,
+            space.ep,
         )
     )
     out = Enumeration(plans=[], grid_points=len(grid))
-    for tp, pp, cp, vp, mbs, zero, rec, prec in grid:
+    for tp, pp, cp, vp, mbs, zero, rec, prec, ep in grid:
         model_parallel = tp * pp * cp
         if space.gpus % model_parallel:
             out.rejected["tp x pp x cp does not divide the GPU count"] += 1
@@ -124,6 +137,7 @@ def enumerate_plans(space: SweepSpace, model: ModelSpec, gpus_per_node: int) -> 
             zero=zero,
             precision=prec,
             recompute=rec,
+            ep=ep,
         )
         try:
             plan.check(model)

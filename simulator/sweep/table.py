@@ -25,6 +25,7 @@ PLAN_COLUMNS = (
     "vp",
     "cp",
     "dp",
+    "ep",
     "mbs",
     "gbs",
     "seq",

@@ -247,3 +247,17 @@ def test_an_unseen_moe_row_maps_by_name_or_says_why() -> None:
     assert parsed.model.name == "mixtral-8x7b" and parsed.plan.expert_tp == 2
     refused = mod.parse({**row, "model": "DeepSeek-V3"})
     assert isinstance(refused, str) and "no built-in shape" in refused
+
+
+def test_sweep_grid_has_an_ep_axis_and_dense_keys_are_unchanged() -> None:
+    from lumos.simulator.sweep.space import SweepSpace, enumerate_plans, plan_key
+
+    space = SweepSpace(
+        model="x", gpus=8, gbs=8, seq=SEQ, tp=(1,), pp=(1,), recompute=("none",), ep=(1, 2, 3, 8)
+    )
+    out = enumerate_plans(space, _model(), 8)
+    assert sorted(p.ep for p in out.plans) == [1, 2, 8]  # ep 3 divides no 8 experts
+    assert plan_key(out.plans[0]) == "tp1-pp1-vp1-cp1-dp8-mbs1-z1-none-bf16"
+    assert {plan_key(p) for p in out.plans if p.ep == 8} >= {
+        "tp1-pp1-vp1-cp1-dp8-mbs1-z1-none-bf16-ep8"
+    }
