@@ -71,6 +71,11 @@ MOE_MODELS = {
 #: None`), and balanced routing (`moe_router_force_load_balancing = True`, "token-balanced"
 #: in the table). Rows of other frameworks take Megatron-Core's default expert TP (= TP).
 MEGATRON_BRIDGE_MOE = {"etp": 1, "zero": 1, "recompute": Recompute.NONE}
+#: Megatron-Core `recompute_modules` of a Megatron-Bridge MoE recipe on H100: GPT-OSS 120B
+#: re-computes its norms and expert activations (gpt_oss_workload_base_configs.py,
+#: GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_V1 and _V2: `recompute_modules=["layernorm",
+#: "moe_act"]`); the Qwen3 recipes re-compute nothing
+MEGATRON_BRIDGE_RECOMPUTE = {"gpt-oss-120b": "layernorm,moe_act"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,8 +170,11 @@ def parse_moe(r: dict[str, str]) -> Row | str:
     if pub is None:
         return "no published step time or tokens/s"
     mb = dict(MEGATRON_BRIDGE_MOE)
+    modules = ""
     if "Megatron-Bridge" not in r["framework"]:
         mb["etp"] = 0
+    elif name in MEGATRON_BRIDGE_RECOMPUTE:
+        mb["recompute"], modules = Recompute.SELECTIVE, MEGATRON_BRIDGE_RECOMPUTE[name]
     try:
         model = load_model(name)
         plan = ParallelPlan.build(
@@ -184,6 +192,7 @@ def parse_moe(r: dict[str, str]) -> Row | str:
             ep=int(r["ep"] or 1),
             etp=int(mb["etp"]),
             zero=int(mb["zero"]),
+            recompute_modules=modules,
             sequence_parallel=r["sp"].lower().startswith("yes"),
         )
     except ConfigError as exc:
@@ -254,6 +263,7 @@ def _plan_text(p: ParallelPlan) -> str:
     return (
         f"TP{p.tp} PP{p.pp}{f'v{p.vp}' if p.vp > 1 else ''} DP{p.dp}"
         f"{f' CP{p.cp}' if p.cp > 1 else ''}{f' EP{p.ep}' if p.ep > 1 else ''} mbs{p.mbs} {p.precision.value} {p.recompute.value}"
+        f"{f'({p.recompute_modules})' if p.recompute_modules else ''}"
         f"{' z3' if p.zero == 3 else ''}{' tpo' if p.tp_comm_overlap else ''}"
         f"{'' if p.framework == 'megatron' else ' ' + p.framework}"
     )

@@ -46,6 +46,12 @@ COUNT = click.IntRange(min=1)
 )
 @click.option("--precision", type=click.Choice(["bf16", "fp8"]), default="bf16")
 @click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none")
+@click.option(
+    "--recompute-modules",
+    default="",
+    help="With --recompute selective: what Megatron-Core re-runs, comma-separated "
+    "(core_attn, layernorm, moe_act) [core_attn].",
+)
 @click.option("--no-sp", is_flag=True, help="No sequence parallelism (TP all-reduces).")
 @click.option("--tp-overlap", is_flag=True, help="Overlap TP communication with the GEMMs.")
 @click.option("--no-grad-overlap", is_flag=True, help="Reduce gradients after the backward.")
@@ -105,6 +111,7 @@ def estimate_command(
     zero: str,
     precision: str,
     recompute: str,
+    recompute_modules: str,
     no_sp: bool,
     tp_overlap: bool,
     no_grad_overlap: bool,
@@ -144,6 +151,7 @@ def estimate_command(
         etp=etp,
         mbs=mbs,
         zero=int(zero),
+        recompute_modules=recompute_modules,
         sequence_parallel=not no_sp,
         tp_comm_overlap=tp_overlap,
         overlap_grad_reduce=not no_grad_overlap,

@@ -57,7 +57,7 @@ def _ring_steps(blk: Block, ctx: Ctx, name: str, backward: bool, window: int = 0
 def _checkpointed(ctx: Ctx) -> bool:
     """Core attention re-runs before its backward: Megatron's selective recompute (not
     torchtitan's "op" policy, which saves the attention output)."""
-    return ctx.plan.recompute.value == "selective" and not ctx.fw.selective_op
+    return "core_attn" in ctx.plan.selective_modules and not ctx.fw.selective_op
 
 
 def _unfused(blk: Block, ctx: Ctx, name: str, backward: bool) -> None:

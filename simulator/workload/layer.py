@@ -228,6 +228,9 @@ def layer_backward(
         _op_recompute(blk, ctx, tag, waits)
         waits = ()
     blk.compute(f"{tag}.residual2_bwd", *ctx.mem(ctx.T_sp * h * BF16 * 2), waits=waits)
+    norms = "layernorm" in ctx.plan.selective_modules  # outputs re-computed, not kept
+    if norms:
+        ew.norm(blk, ctx, f"{tag}.norm2.recompute")
     if index >= 0 and ctx.model.is_moe_layer(index):
         from lumos.simulator.workload.moe import moe_backward
 
@@ -242,5 +245,7 @@ def layer_backward(
     ew.repeat_kv(blk, ctx, f"{tag}.repeat_kv", backward=True)
     if ctx.model.position == "rope":
         ew.rope(blk, ctx, f"{tag}.rope_bwd", backward=True)
+    if norms:
+        ew.norm(blk, ctx, f"{tag}.norm1.recompute")
     red = col_backward(blk, ctx, f"{tag}.qkv", ctx.qkv_width, h)
     return ew.norm(blk, ctx, f"{tag}.norm1_bwd", backward=True, waits=red)

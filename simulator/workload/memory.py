@@ -75,15 +75,28 @@ def layer_activation_bytes(ctx: Ctx) -> float:
     moe = ctx.model.moe_layers
     if not moe or ctx.plan.recompute is Recompute.FULL:
         return dense
-    mlp = _mlp_activation_bytes(ctx)
-    per_moe = dense - mlp + _moe_mlp_bytes(ctx)
+    per_moe = _attention_bytes(ctx) + _moe_mlp_bytes(ctx)
     return (dense * (ctx.model.layers - moe) + per_moe * moe) / ctx.model.layers
 
 
-def _mlp_activation_bytes(ctx: Ctx) -> float:
-    """What the dense MLP half of `_dense_activation_bytes` keeps (Megatron's layer)."""
+def _norm_output(ctx: Ctx) -> int:
+    """A norm's kept output, 0 when Megatron re-computes it (`layernorm` module)."""
+    return 0 if "layernorm" in ctx.plan.selective_modules else ctx.T_sp * ctx.h * BF16
+
+
+def _dropout(ctx: Ctx) -> int:
+    return ctx.T_sp * ctx.h if ctx.model.bias else 0  # GPT-style dropout masks
+
+
+def _attention_bytes(ctx: Ctx) -> float:
+    """What the attention half of a layer keeps (norm input and output, QKV, the
+    attention output, unfused attention's scores unless re-computed)."""
     x = ctx.T_sp * ctx.h * BF16
-    return float(2 * x + ctx.T * (ctx.up_width + ctx.ffn) * BF16)
+    attn = x + _norm_output(ctx) + ctx.T * ctx.qkv_width * BF16
+    attn += ctx.T * ctx.heads * ctx.d * BF16 + _dropout(ctx)
+    if not ctx.plan.flash_attention and "core_attn" not in ctx.plan.selective_modules:
+        attn += ctx.b * ctx.heads * ctx.s * ctx.s * (2 * BF16 + 1)
+    return float(attn)
 
 
 def _moe_mlp_bytes(ctx: Ctx) -> float:
@@ -92,12 +105,13 @@ def _moe_mlp_bytes(ctx: Ctx) -> float:
 
     z, m = MoeSizes.of(ctx), ctx.model
     x = ctx.T_sp * ctx.h * BF16
-    routed = ctx.T_sp * m.experts * FP32 + z.received * (ctx.h + z.up + z.ffn) * BF16
+    act = 0 if "moe_act" in ctx.plan.selective_modules else z.ffn
+    routed = ctx.T_sp * m.experts * FP32 + z.received * (ctx.h + z.up + act) * BF16
     shared = 0
     if m.shared_ffn:
         ffn = m.shared_ffn // ctx.plan.tp
         shared = x + ctx.T * ffn * (3 if m.gated else 2) * BF16
-    return float(2 * x + routed + shared)
+    return float(x + _norm_output(ctx) + routed + shared)
 
 
 def _dense_activation_bytes(ctx: Ctx) -> float:
@@ -109,12 +123,8 @@ def _dense_activation_bytes(ctx: Ctx) -> float:
         # of every second matmul (half of the seven linears' outputs on the mean step)
         linears = ctx.qkv_width + ctx.h + ctx.up_width + ctx.h  # q k v, o, w1 w3, w2
         return float(x + ctx.T * ctx.heads * ctx.d * BF16 + ctx.T * linears * BF16 / 2)
-    dropout = ctx.T_sp * ctx.h if ctx.model.bias else 0  # GPT-style dropout masks
-    attn = 2 * x + ctx.T * ctx.qkv_width * BF16 + ctx.T * ctx.heads * ctx.d * BF16 + dropout
-    if not ctx.plan.flash_attention and ctx.plan.recompute is Recompute.NONE:
-        attn += ctx.b * ctx.heads * ctx.s * ctx.s * (2 * BF16 + 1)
-    mlp = 2 * x + ctx.T * (ctx.up_width + ctx.ffn) * BF16 + dropout
-    return float(attn + mlp)
+    mlp = x + _norm_output(ctx) + ctx.T * (ctx.up_width + ctx.ffn) * BF16 + _dropout(ctx)
+    return _attention_bytes(ctx) + float(mlp)
 
 
 def estimate_memory(

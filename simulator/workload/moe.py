@@ -149,6 +149,9 @@ def moe_backward(blk: Block, ctx: Ctx, tag: str) -> tuple[int, ...]:
     got = _etp(blk, ctx, f"{name}.combine_bwd_all_gather", ALL_GATHER, z.routed, a2a)
     _cast(blk, ctx, f"{name}.fc2.grad", z.received * h)
     e = z.local_experts
+    if "moe_act" in ctx.plan.selective_modules:  # FC2's input re-computed, not kept
+        nbytes = z.received * (z.up + z.ffn) * BF16
+        blk.compute(f"{name}.activation.recompute", *ctx.mem(nbytes), waits=(got,))
     grouped_gemm(blk, ctx, f"{name}.fc2.dgrad", (z.per_expert, z.ffn, h), e, waits=(got,))
     grouped_gemm(blk, ctx, f"{name}.fc2.wgrad", (z.ffn, h, z.per_expert), e, wgrad=True)
     blk.compute(f"{name}.activation_bwd", *ctx.mem(z.received * (2 * z.up + z.ffn) * BF16))

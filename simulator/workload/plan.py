@@ -45,6 +45,12 @@ class Precision(str, Enum):
     FP8 = "fp8"
 
 
+#: Megatron-Core `recompute_modules` lumos models: the core attention (its default), the
+#: norms (`layernorm`: their outputs re-computed before the backward that reads them), the
+#: experts' activation (`moe_act`)
+RECOMPUTE_MODULES = frozenset({"core_attn", "layernorm", "moe_act"})
+
+
 @dataclass(frozen=True, slots=True)
 class ParallelPlan:
     """Degrees, batch and framework options of one training step (see module doc)."""
@@ -69,6 +75,16 @@ class ParallelPlan:
     framework: str = "megatron"
     ep: int = 1
     etp: int = 0
+    recompute_modules: str = ""
+
+    @property
+    def selective_modules(self) -> frozenset[str]:
+        """What selective recomputation re-runs (Megatron-Core's `recompute_modules`,
+        comma-separated; default its `core_attn`); empty unless recompute is selective."""
+        if self.recompute is not Recompute.SELECTIVE:
+            return frozenset()
+        given = {m.strip() for m in self.recompute_modules.split(",") if m.strip()}
+        return frozenset(given or {"core_attn"})
 
     @property
     def expert_tp(self) -> int:
@@ -158,9 +174,22 @@ class ParallelPlan:
                 f"plan: fsdp_unit must be 'layer' or 'tensor', got {self.fsdp_unit!r}"
             )
         profile(self.framework)
+        self._check_modules()
         if self.zero == 3 and self.pp > 1:
             raise ConfigError("plan: zero 3 (FSDP) with pipeline parallelism is not modelled")
         self._check_experts(model)
+
+    def _check_modules(self) -> None:
+        if not self.recompute_modules:
+            return
+        if self.recompute is not Recompute.SELECTIVE or self.framework != "megatron":
+            raise ConfigError("plan: recompute_modules need selective recompute on megatron")
+        unknown = sorted(self.selective_modules - RECOMPUTE_MODULES)
+        if unknown:
+            known = ", ".join(sorted(RECOMPUTE_MODULES))
+            raise ConfigError(
+                f"plan: recompute module {unknown[0]!r} is not modelled (modelled: {known})"
+            )
 
     def _check_experts(self, model: ModelSpec) -> None:
         if not model.moe:

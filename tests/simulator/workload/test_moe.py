@@ -261,3 +261,27 @@ def test_sweep_grid_has_an_ep_axis_and_dense_keys_are_unchanged() -> None:
     assert {plan_key(p) for p in out.plans if p.ep == 8} >= {
         "tp1-pp1-vp1-cp1-dp8-mbs1-z1-none-bf16-ep8"
     }
+
+
+def test_recompute_modules_rerun_norms_and_expert_activation_and_keep_less() -> None:
+    """Megatron-Core `recompute_modules: [layernorm, moe_act]` (GPT-OSS's H100 recipe):
+    both norms and the experts' activation run again in the backward, the core attention
+    does not (not listed), and a layer keeps its two norm outputs and the activation output
+    less."""
+    km = KernelModel.for_gpu(load_system("h100").gpu)
+    base = _plan(ep=4, recompute="selective")
+    plan = _plan(ep=4, recompute="selective", recompute_modules="layernorm,moe_act")
+    gen = Generator(_model(), plan, km)
+    blk = gen.block(0, 0, False)
+    names = {gen.names.as_list()[i] for i in blk.name}
+    assert {"layer0.norm1.recompute", "layer0.norm2.recompute"} <= names
+    assert "layer0.moe.activation.recompute" in names
+    assert not any("attention_bwd.recompute" in n for n in names)
+    old, new = plan_memory(Generator(_model(), base, km)), plan_memory(gen)
+    z = SEQ * 2  # routed rows on one rank
+    kept_less = 2 * SEQ * 64 * 2 + z * 32 * 2  # two norm outputs, the activation output
+    assert (old.activations_gb - new.activations_gb) * 1e9 == pytest.approx(2 * kept_less)
+    with pytest.raises(ConfigError, match="'mlp' is not modelled"):
+        _plan(ep=4, recompute="selective", recompute_modules="mlp")
+    with pytest.raises(ConfigError, match="need selective"):
+        _plan(ep=4, recompute_modules="moe_act")
