@@ -285,3 +285,18 @@ def test_recompute_modules_rerun_norms_and_expert_activation_and_keep_less() -> 
         _plan(ep=4, recompute="selective", recompute_modules="mlp")
     with pytest.raises(ConfigError, match="need selective"):
         _plan(ep=4, recompute_modules="moe_act")
+
+
+def test_all_to_all_prices_at_the_measured_nccl_bus_bandwidth() -> None:
+    """An 8-GPU all-to-all inside an H100 node: bus bandwidth ~370 GB/s, as nccl-tests
+    measure for collectives other than NVLS all-reduce (../shared/reference/
+    hardware-and-anchors.md); across nodes each GPU's 400 Gb/s NIC (50 GB/s) bounds it."""
+    from lumos.simulator.network.api import ALL_TO_ALL as A2A
+    from lumos.simulator.network.nccl import make_pricer
+
+    pricer = make_pricer(load_system("h100"))
+    size = 256 << 20
+    intra = pricer.collective_ns(A2A, size, list(range(8)))
+    assert 7 / 8 * size / intra == pytest.approx(370, rel=0.1)
+    inter = pricer.collective_ns(A2A, size, list(range(32)))
+    assert 24 / 32 * size / inter == pytest.approx(50, rel=0.2)
