@@ -4,7 +4,8 @@ Every row of a published-runs CSV that states a figure we can turn into a step t
 configuration we can express is estimated with `lumos.simulator.workload.estimate` and
 printed next to the published step time, with the error. Two files: the shared rows
 (`../shared/validation/published_training_perf.csv`, the default) and the held-out H100
-rows (`scripts/data/heldout_h100.csv`, `--heldout`; see `scripts/data/README.md`).
+rows (`scripts/data/heldout_h100.csv`, `--heldout`) and the held-out mixture-of-experts rows
+(`scripts/data/heldout_moe.csv`, `--moe`); see `scripts/data/README.md`.
 
 Published step time: `iter_time_s` when given, else derived — from tokens/s/GPU as
 gbs·seq / (tokens/s/GPU · GPUs), or with the source's own FLOP convention: Narayanan 2021
@@ -28,7 +29,7 @@ performance recipes set (`MEGATRON_BRIDGE_MOE`); a MoE model with no built-in is
 column says "no", or whose model lumos refuses, is listed as skipped with the reason.
 Nothing here is fitted.
 
-    python scripts/validate_published.py [--heldout | --csv PATH] [--only ROW_ID ...]
+    python scripts/validate_published.py [--heldout | --moe | --csv PATH] [--only ROW_ID ...]
         [--markdown] [--json OUT] [--baseline EARLIER.json]
 """
 
@@ -51,6 +52,7 @@ from lumos.simulator.workload.spec import ModelSpec, builtin_models, load_model,
 
 CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / "published_training_perf.csv"
 HELDOUT = Path(__file__).resolve().parent / "data" / "heldout_h100.csv"
+MOE = Path(__file__).resolve().parent / "data" / "heldout_moe.csv"
 #: frameworks whose runs predate fused attention and overlapped gradient reduction
 LEGACY = ("Megatron-LM", "DeepSpeed")
 #: TP-comm overlap read from the recipe config a shared row's locator names, where the
@@ -282,6 +284,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--csv", type=Path, default=None)
     ap.add_argument("--heldout", action="store_true", help=f"use {HELDOUT.name}")
+    ap.add_argument("--moe", action="store_true", help=f"use {MOE.name}")
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     ap.add_argument("--json", type=Path, default=None, help="write per-row results here")
@@ -293,7 +296,7 @@ def main() -> int:
     )
     args = ap.parse_args()
     before = json.loads(args.baseline.read_text()) if args.baseline else {}
-    path = args.csv or (HELDOUT if args.heldout else CSV)
+    path = args.csv or (MOE if args.moe else HELDOUT if args.heldout else CSV)
     rows = list(csv.DictReader(path.open()))
     errors: list[float] = []
     groups: dict[str, list[float]] = defaultdict(list)

@@ -138,3 +138,29 @@ def test_every_heldout_row_parses_or_says_why() -> None:
     moe = [k for k, r in zip(parsed, rows, strict=True) if r["arch"] == "MoE"]
     assert len(moe) == 6 and not set(moe) & set(reasons)
     assert set(reasons) == {"TT-L31-405B-3D-1F1B-512", "TT-L31-405B-3D-I1F1B-512"}
+
+
+def test_every_heldout_moe_row_parses_or_says_why() -> None:
+    """The held-out MoE file (scripts/data/heldout_moe.csv, `--moe`): H100 rows only, none a
+    repeat of heldout_h100.csv's H6 rows; a row that parses keeps its own plan columns; a row
+    whose model has no built-in is refused for that reason, one with only TFLOP/s for want of
+    a step time, and the rest say what lumos cannot express."""
+    script = _script()
+    rows = list(csv.DictReader(script.MOE.open()))
+    held = {r["row_id"] for r in csv.DictReader(script.HELDOUT.open())}
+    assert rows and not {r["row_id"] for r in rows} & held
+    for r in rows:
+        assert r["arch"] == "MoE" and script._hardware(r["gpu_type"]) == "h100", r["row_id"]
+        parsed = script.parse(r)
+        if isinstance(parsed, str):
+            if r["expressible"].startswith("no: model shape not known to lumos"):
+                assert parsed.startswith("refused by lumos: no built-in shape"), r["row_id"]
+            elif not (r["iter_time_s"] or r["tokens_per_s_per_gpu"]):
+                assert parsed == "no published step time or tokens/s", r["row_id"]
+            else:
+                assert parsed.startswith("cannot express: "), (r["row_id"], parsed)
+            continue
+        p = parsed.plan
+        stated = (r["tp"], r["pp"], r["dp"], r["ep"] or "1", r["gbs_seqs"], r["seq_len"], r["mbs"])
+        assert tuple(str(v) for v in (p.tp, p.pp, p.dp, p.ep, p.gbs, p.seq, p.mbs)) == stated
+        assert parsed.model.moe and parsed.published_s > 0
