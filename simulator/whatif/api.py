@@ -137,6 +137,11 @@ def apply_edits(rec: Recovered, spec: WhatIf) -> tuple[EtSet, list[str]]:
         before = tp_degree(ets)
         ets = set_tp(ets, spec.tp, dims, model)
         notes.append(f"tensor parallel: {before} -> {spec.tp}")
+    if spec.layers is not None or spec.hidden is not None or spec.ffn is not None or spec.tp:
+        from lumos.simulator.whatif.rebucket import rebucket
+
+        ets, note = rebucket(rec.ets, ets)
+        notes.append(note)
     if spec.dp is not None:
         ets = set_dp(ets, spec.dp)
         notes.append(f"data parallel: -> {spec.dp}")

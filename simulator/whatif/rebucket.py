@@ -1,0 +1,224 @@
+"""Edit: DDP's gradient buckets re-formed for the gradients as they are after an edit.
+
+An edit that resizes parameters (hidden, FFN, tensor parallel) or the stack (layers)
+changes which gradients share a bucket: DDP closes a bucket when its bytes reach the cap
+(`buckets`), so at hidden 256 the attention projection's gradient, under a 100 KB cap at
+hidden 128, is over it and gets its own all-reduce. `rebucket` reads the traced buckets
+and the cap range that explains them (`buckets.infer_cap`, on the traced step), applies
+DDP's rule to the edited gradients' sizes in ready order, and rebuilds each rank's
+all-reduces:
+
+* a bucket that still ends at the same gradient keeps its issuing call and collective,
+  with the new size;
+* a new bucket end gets a copy of the issuing call (`c10d::allreduce_`) and of the
+  collective of the traced bucket that gradient was in, right after the gradient's bucket
+  copy (a bucket is issued when its last gradient is ready); the collectives take the
+  traced worker threads (streams) in turn, as gloo's pool does;
+* a traced bucket end that is no longer one loses its call and collective; what waited on
+  that collective waits on the new bucket holding its last gradient, and DDP's
+  finalisation copies each bucket's gradients back after that bucket's collective;
+* every resized collective keeps its measured time less its transfer on the trace's
+  fitted line plus the transfer of its new size (`netfit.LinkFit.retime`).
+
+When the buckets cannot be read or no cap explains them, the set is returned unchanged
+with a note saying why (the edit's scaled all-reduces stand).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from lumos.converters.chakra import conventions as cv
+from lumos.proto import pb
+from lumos.simulator.whatif import nodes as nd
+from lumos.simulator.whatif.assemble import assemble, source_procs
+from lumos.simulator.whatif.buckets import (
+    CapRange,
+    Layout,
+    assign,
+    choose_cap,
+    infer_cap,
+    recover_layout,
+)
+from lumos.simulator.whatif.etset import EtSet, RankEt, process_groups
+from lumos.simulator.whatif.groups import Members, members_of, roles_by_members
+from lumos.simulator.whatif.netfit import NetworkFit, fit_network
+
+_COPY_OUT = "torch.distributed.ddp.reducer::copy_bucket_to_grad"
+
+
+def _dp_colls(r: RankEt, is_dp: Callable[[pb.Node], bool]) -> list[int]:
+    return [i for i, n in enumerate(r.nodes) if n.type == pb.COMM_COLL_NODE and is_dp(n)]
+
+
+def traced_cap(base: EtSet) -> tuple[tuple[int, int], CapRange, int] | str:
+    """((first cap, cap), the range, bytes per element) read off the traced step's first
+    rank, or why not."""
+    is_dp = _dp_test(base)
+    r = base.ranks[0]
+    layout = recover_layout(r, _dp_colls(r, is_dp))
+    if isinstance(layout, str):
+        return layout
+    numel = layout.bucket_numels()[0]
+    size = nd.int_attr(r.nodes[layout.colls[0]], "comm_size", 0)
+    if numel <= 0 or size <= 0 or size % numel:
+        return f"bucket 0 moves {size} B for {numel} elements"
+    elem = size // numel
+    sizes, lo = [], 0
+    for e in layout.ends:
+        sizes.append([g.numel * elem for g in layout.grads[lo : e + 1]])
+        lo = e + 1
+    rng = infer_cap(sizes)
+    if isinstance(rng, str):
+        return rng
+    return choose_cap(rng), rng, elem
+
+
+def _dp_test(ets: EtSet) -> Callable[[pb.Node], bool]:
+    dp = {m for m, role in roles_by_members(ets).items() if role == "dp"}
+    groups, world = process_groups(ets), ets.world_size
+    return lambda n: members_of(n, groups, world) in dp
+
+
+def rebucket(base: EtSet, ets: EtSet) -> tuple[EtSet, str]:
+    """`ets` (an edit of the tagged traced step `base`) with DDP's buckets re-formed, and a
+    note of what was done (see module doc)."""
+    got = traced_cap(base)
+    if isinstance(got, str):
+        return ets, f"DDP buckets kept as traced (cap not inferred: {got})"
+    (first, cap), rng, elem = got
+    fit, is_dp = fit_network(base), _dp_test(ets)
+    out: list[RankEt] = []
+    counts: tuple[int, int] = (0, 0)
+    for r in ets.ranks:
+        layout = recover_layout(r, _dp_colls(r, is_dp), check=False)
+        if isinstance(layout, str):
+            return ets, f"DDP buckets kept as traced ({layout})"
+        grads = [g.numel * elem for g in layout.grads]
+        ends = assign(grads, first, cap)
+        counts = (len(layout.ends), len(ends))
+        out.append(_rebuild(r, layout, ends, elem, fit))
+    note = (
+        f"DDP buckets: {counts[0]} -> {counts[1]} all-reduces ({rng.describe()}; "
+        f"cap taken {cap:,} B" + (f", first bucket {first:,} B" if first != cap else "") + ")"
+    )
+    if _depends_on_cap(grads, rng, first, cap):
+        note += "; other caps in the range form other buckets"
+    return ets.with_ranks(out), note
+
+
+def _depends_on_cap(grads: list[int], rng: CapRange, first: int, cap: int) -> bool:
+    """Whether the caps at the ends of the range form other buckets than the one taken."""
+    chosen = assign(grads, first, cap)
+    ends = [c for c in (rng.lo + 1, rng.hi) if c is not None]
+    if rng.first_lo is None:
+        return any(assign(grads, c, c) != chosen for c in ends)
+    return any(assign(grads, first, c) != chosen for c in ends)
+
+
+def _set_numel(n: pb.Node, numel: int) -> None:
+    try:
+        shapes = json.loads(n.inputs.shapes)
+    except ValueError:
+        return
+    if isinstance(shapes, list) and shapes and isinstance(shapes[0], list):
+        shapes[0] = [[numel]] if shapes[0] and isinstance(shapes[0][0], list) else [numel]
+        n.inputs.shapes = json.dumps(shapes, separators=(",", ":"))
+
+
+def _resize(c: pb.Node, new_size: int, fit: NetworkFit) -> None:
+    size = nd.int_attr(c, "comm_size", 0)
+    if size == new_size:
+        return
+    members = nd.attr(c, cv.PG_RANKS)
+    group: Members = tuple(members) if isinstance(members, list) else ()
+    width = len(group) if group else 2
+    kind = nd.int_attr(c, "comm_type", 0)
+    link = fit.for_group(group)
+    nd.put(c, "comm_size", new_size, "int64_val")
+    nd.set_duration(c, round(link.retime(nd.comm_duration(c), kind, size, width, width, new_size)))
+
+
+def _rebuild(r: RankEt, lay: Layout, ends: list[int], elem: int, fit: NetworkFit) -> RankEt:
+    """One rank with its buckets ending at `ends` (indices of gradients)."""
+    nodes = [nd.clone(n) for n in r.nodes]
+    numels = [g.numel for g in lay.grads]
+    old_end = {e: k for k, e in enumerate(lay.ends)}
+    procs = list(dict.fromkeys(nd.processor(nodes[c]) for c in lay.colls))
+    next_id = max(n.id for n in nodes) + 1
+    next_rf = max(nd.int_attr(n, "rf_id") for n in nodes) + 1
+    insert: dict[int, list[pb.Node]] = {}
+    drop: set[int] = set()
+    coll_ids: list[int] = []
+    lo = 0
+    for j, e in enumerate(ends):
+        numel = sum(numels[lo : e + 1])
+        if e in old_end:
+            k = old_end[e]
+            issue = [nodes[i] for i in lay.issue[k]]
+            coll = nodes[lay.colls[k]]
+        else:  # a copy of the traced bucket this gradient was in
+            k = next(k for k, end in enumerate(lay.ends) if end >= e)
+            issue = [nd.clone(nodes[i]) for i in lay.issue[k]]
+            coll = nd.clone(nodes[lay.colls[k]])
+            phase, layer, mb = nd.tags(nodes[lay.grads[e].end])
+            for n in (*issue, coll):
+                n.id, next_id = next_id, next_id + 1
+                del n.data_deps[:], n.ctrl_deps[:]
+                nd.set_tags(n, phase, layer, mb)
+            for n in issue:
+                nd.put(n, "rf_id", next_rf, "int64_val")
+            next_rf += 1
+            coll.data_deps.append(issue[0].id)
+            insert[lay.grads[e].end] = [*issue, coll]
+        _set_numel(issue[0], numel)
+        _resize(coll, numel * elem, fit)
+        proc = procs[j % len(procs)] if procs else nd.processor(coll)
+        nd.put(coll, cv.TID if proc[0] == "tid" else cv.STREAM, proc[1], "int64_val")
+        coll_ids.append(coll.id)
+        lo = e + 1
+    if not insert and list(ends) == list(lay.ends):
+        return RankEt(r.rank, r.metadata, tuple(nodes))  # same buckets, sizes updated
+    new_of_grad: list[int] = []
+    for j, e in enumerate(ends):
+        new_of_grad += [j] * (e + 1 - len(new_of_grad))
+    remap: dict[int, int] = {}
+    for k, e in enumerate(lay.ends):
+        if e not in ends:
+            drop.update(lay.issue[k])
+            drop.add(lay.colls[k])
+            remap[nodes[lay.colls[k]].id] = coll_ids[new_of_grad[e]]
+    _wait_copy_out(nodes, lay, ends, coll_ids)
+    emitted: list[list[pb.Node]] = []
+    for i, n in enumerate(nodes):
+        if i in drop:
+            continue
+        if remap:
+            for deps in (n.data_deps, n.ctrl_deps):
+                fixed = list(dict.fromkeys(remap.get(d, d) for d in deps))
+                del deps[:]
+                deps.extend(fixed)
+        emitted.append([n])
+        emitted.extend([x] for x in insert.get(i, ()))
+    return RankEt(r.rank, r.metadata, assemble(emitted, source_procs(r.nodes)))
+
+
+def _wait_copy_out(nodes: list[pb.Node], lay: Layout, ends: list[int], coll_ids: list[int]) -> None:
+    """DDP's finalisation copies a bucket's gradients back (one `copy_bucket_to_grad` per
+    gradient, in ready order) after waiting for its collective: the first copy of each
+    new bucket depends on that bucket's collective."""
+    last = lay.grads[-1].end
+    copies = [
+        i
+        for i in range(last + 1, len(nodes))
+        if nodes[i].name == _COPY_OUT and nodes[i].inputs.shapes and nd.tags(nodes[i])[0] == "bwd"
+    ]
+    if len(copies) != len(lay.grads):
+        return
+    lo = 0
+    for j, e in enumerate(ends):
+        n = nodes[copies[lo]]
+        if coll_ids[j] not in n.data_deps:
+            n.data_deps.append(coll_ids[j])
+        lo = e + 1

@@ -1,0 +1,169 @@
+"""A DDP step with the host side of DDP's gradient buckets as torch 2.x records it.
+
+Per rank (CPU, gloo): the forward of `layers` blocks (layer norm, two GEMMs H -> 4H -> H),
+a head of vocabulary 100, then the backward in reverse. Each parameter's gradient is handed
+to DDP when ready, in the converted layout: the `AccumulateGrad` call cut in segments
+around `torch::autograd::AccumulateGrad` and `torch::distributed::reducer::mul_out` (the
+bucket copy, with the parameter's shape, around an `aten::mul`). A bucket is closed by
+DDP's rule (bytes reach `cap`; the rest is the last bucket) and issued at once:
+`c10d::allreduce_ [[[numel]], ...]`, then `gloo:all_reduce` on one of two worker threads
+in turn. DDP's finalisation views each bucket and copies its gradients back
+(`copy_bucket_to_grad`), waiting for the bucket's collective first; then the optimizer.
+`buckets` overrides the rule with explicit bucket ends (a trace no cap explains).
+"""
+
+from __future__ import annotations
+
+import json
+
+from lumos.converters.chakra import conventions as cv
+from lumos.converters.chakra.attrs import make_attr
+from lumos.proto import pb
+from lumos.simulator.whatif.etset import EtSet, RankEt
+from tests.simulator.whatif.builders import _ew, _gemm, _Rank
+
+VOCAB, WORKERS = 100, (201, 202)
+_ACC = "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad"
+
+
+def param_shapes(layers: int, hidden: int) -> list[list[int]]:
+    """Parameters in the order their gradients become ready (head first, embedding last)."""
+    h, f = hidden, 4 * hidden
+    out = [[VOCAB, h]]
+    for _ in range(layers):
+        out += [[h, f], [f], [f, h], [h], [h]]
+    return [*out, [VOCAB, h]]
+
+
+def ddp_rule(sizes: list[int], cap: int) -> list[int]:
+    """Bucket ends (gradient indices) by DDP's rule with one cap."""
+    ends, total = [], 0
+    for i, s in enumerate(sizes):
+        total += s
+        if total >= cap:
+            ends.append(i)
+            total = 0
+    return ends if ends and ends[-1] == len(sizes) - 1 else [*ends, len(sizes) - 1]
+
+
+def _numel(shape: list[int]) -> int:
+    out = 1
+    for d in shape:
+        out *= d
+    return out
+
+
+def _grad(r: _Rank, shape: list[int]) -> int:
+    """The hand-over of one gradient; returns the AccumulateGrad call's rf_id."""
+    r.add(_ACC, 2_000)
+    acc = r.rf
+    r.add("torch::autograd::AccumulateGrad", 3_000, shapes=[shape], types=["Tensor(float)"])
+    r.add(_ACC, 1_500, rf=acc)
+    r.add("torch::distributed::reducer::mul_out", 2_000, shapes=[shape], types=["T"])
+    copy = r.rf
+    _ew(r, "aten::mul", shape)
+    r.add("torch::distributed::reducer::mul_out", 1_500, rf=copy)
+    r.add(_ACC, 1_500, rf=acc)
+    return acc
+
+
+def _issue(r: _Rank, numel: int, k: int, acc: int) -> int:
+    issue = r.add("c10d::allreduce_", 30_000, shapes=[[[numel]], [], [], [], [], []], types=["T"])
+    r.add(_ACC, 2_000, rf=acc)
+    return r.add(
+        "gloo:all_reduce",
+        200_000 + numel // 10,
+        ntype=pb.COMM_COLL_NODE,
+        proc=("tid", WORKERS[k % 2]),
+        data=(issue,),
+        attrs=(("comm_type", 0), ("comm_size", numel * 4), ("pg_name", "0")),
+    )
+
+
+def _backward(
+    r: _Rank, shapes: list[list[int]], ends: list[int], numels: list[int], layers: int, h: int
+) -> list[int]:
+    """The backward in reverse, each gradient handed over when its layer produces it;
+    returns the collectives of the buckets."""
+    colls: list[int] = []
+    ready = iter(range(len(shapes)))
+
+    def hand_over(count: int) -> None:
+        for _ in range(count):
+            g = next(ready)
+            acc = _grad(r, shapes[g])
+            if g in ends:
+                colls.append(_issue(r, numels[len(colls)], len(colls), acc))
+
+    r.add("autograd::engine::evaluate_function: MmBackward0", 4_000)
+    _gemm(r, 32, VOCAB, h)
+    hand_over(1)
+    for _ in range(layers):
+        r.add("autograd::engine::evaluate_function: AddmmBackward0", 4_000)
+        _gemm(r, 32, h, 4 * h)
+        hand_over(3)
+        _ew(r, "aten::native_layer_norm_backward", [2, 16, h])
+        hand_over(2)
+    r.add("autograd::engine::evaluate_function: EmbeddingBackward0", 4_000)
+    hand_over(1)
+    return colls
+
+
+def ddp_step(
+    layers: int = 3,
+    hidden: int = 64,
+    cap: int = 80_000,
+    ranks: int = 2,
+    buckets: list[int] | None = None,
+) -> EtSet:
+    """The step (see module doc); every rank the same."""
+    shapes = param_shapes(layers, hidden)
+    ends = buckets or ddp_rule([_numel(s) * 4 for s in shapes], cap)
+    act = [2, 16, hidden]
+    out = []
+    for rank in range(ranks):
+        r = _Rank(rank, gpu=False)
+        r.add("aten::embedding", 20_000, shapes=[[VOCAB, hidden], [2, 16]], types=["T", "L"])
+        for _ in range(layers):
+            r.add("aten::layer_norm", 3_000)
+            _ew(r, "aten::native_layer_norm", act)
+            _gemm(r, 32, hidden, 4 * hidden)
+            _ew(r, "aten::gelu", [2, 16, 4 * hidden])
+            _gemm(r, 32, 4 * hidden, hidden)
+        _gemm(r, 32, hidden, VOCAB)
+        numels, lo = [], 0
+        for e in ends:
+            numels.append(sum(_numel(s) for s in shapes[lo : e + 1]))
+            lo = e + 1
+        colls = _backward(r, shapes, ends, numels, layers, hidden)
+        lo = 0
+        for k, e in enumerate(ends):
+            for j in range(lo, e + 1):
+                r.add(
+                    "aten::as_strided",
+                    5_000,
+                    shapes=[[numels[k]], [[]], [[]], []],
+                    types=["T"],
+                    data=(colls[k],) if j == lo else (),
+                )
+            for j in range(lo, e + 1):
+                r.add(
+                    "torch.distributed.ddp.reducer::copy_bucket_to_grad",
+                    2_000,
+                    shapes=[shapes[j]],
+                    types=["T"],
+                )
+            lo = e + 1
+        r.add("Optimizer.step#AdamW.step", 10_000)
+        for s in shapes:
+            _ew(r, "aten::lerp_", s)
+        meta = pb.GlobalMetadata(version="0.0.4")
+        meta.attr.extend(
+            [
+                make_attr(cv.META_RANK, rank),
+                make_attr(cv.META_WORLD_SIZE, ranks),
+                make_attr(cv.META_PROCESS_GROUPS, json.dumps({"0": list(range(ranks))})),
+            ]
+        )
+        out.append(RankEt(rank, meta, tuple(r.nodes)))
+    return EtSet(tuple(out), "ddp-builder")
