@@ -150,9 +150,9 @@ def _rebuild(r: RankEt, lay: Layout, ends: list[int], elem: int, fit: NetworkFit
     next_rf = max(nd.int_attr(n, "rf_id") for n in nodes) + 1
     insert: dict[int, list[pb.Node]] = {}
     drop: set[int] = set()
-    coll_ids: list[int] = []
+    placed: list[tuple[list[pb.Node], pb.Node]] = []
     lo = 0
-    for j, e in enumerate(ends):
+    for e in ends:
         numel = sum(numels[lo : e + 1])
         if e in old_end:
             k = old_end[e]
@@ -170,25 +170,34 @@ def _rebuild(r: RankEt, lay: Layout, ends: list[int], elem: int, fit: NetworkFit
             for n in issue:
                 nd.put(n, "rf_id", next_rf, "int64_val")
             next_rf += 1
-            coll.data_deps.append(issue[0].id)
-            insert[lay.grads[e].end] = [*issue, coll]
+            insert[lay.grads[e].end] = issue
         _set_numel(issue[0], numel)
         _resize(coll, numel * elem, fit)
-        proc = procs[j % len(procs)] if procs else nd.processor(coll)
-        nd.put(coll, cv.TID if proc[0] == "tid" else cv.STREAM, proc[1], "int64_val")
-        coll_ids.append(coll.id)
+        placed.append((issue, coll))
         lo = e + 1
     if not insert and list(ends) == list(lay.ends):
         return RankEt(r.rank, r.metadata, tuple(nodes))  # same buckets, sizes updated
+    for k in range(len(lay.ends)):
+        drop.add(lay.colls[k])  # every collective moves next to the call that issues it
+        if lay.ends[k] not in ends:
+            drop.update(lay.issue[k])
+    for j, (issue, coll) in enumerate(placed):
+        # issued in bucket order on every rank, on the traced worker threads in turn
+        del coll.data_deps[:], coll.ctrl_deps[:]
+        coll.data_deps.append(issue[0].id)
+        proc = procs[j % len(procs)] if procs else nd.processor(coll)
+        nd.put(coll, cv.TID if proc[0] == "tid" else cv.STREAM, proc[1], "int64_val")
+        after = lay.issue[old_end[ends[j]]][-1] if ends[j] in old_end else lay.grads[ends[j]].end
+        insert.setdefault(after, []).append(coll)
+    coll_ids = [coll.id for _, coll in placed]
     new_of_grad: list[int] = []
     for j, e in enumerate(ends):
         new_of_grad += [j] * (e + 1 - len(new_of_grad))
-    remap: dict[int, int] = {}
-    for k, e in enumerate(lay.ends):
-        if e not in ends:
-            drop.update(lay.issue[k])
-            drop.add(lay.colls[k])
-            remap[nodes[lay.colls[k]].id] = coll_ids[new_of_grad[e]]
+    remap = {
+        nodes[lay.colls[k]].id: coll_ids[new_of_grad[e]]
+        for k, e in enumerate(lay.ends)
+        if e not in ends
+    }
     _wait_copy_out(nodes, lay, ends, coll_ids)
     emitted: list[list[pb.Node]] = []
     for i, n in enumerate(nodes):

@@ -9,7 +9,8 @@ DDP's rule (bytes reach `cap`; the rest is the last bucket) and issued at once:
 `c10d::allreduce_ [[[numel]], ...]`, then `gloo:all_reduce` on one of two worker threads
 in turn. DDP's finalisation views each bucket and copies its gradients back
 (`copy_bucket_to_grad`), waiting for the bucket's collective first; then the optimizer.
-`buckets` overrides the rule with explicit bucket ends (a trace no cap explains).
+`buckets` overrides the rule with explicit bucket ends (a trace no cap explains); the
+ranks in `late` record each collective after the next two gradients' hand-overs.
 """
 
 from __future__ import annotations
@@ -67,33 +68,55 @@ def _grad(r: _Rank, shape: list[int]) -> int:
     return acc
 
 
-def _issue(r: _Rank, numel: int, k: int, acc: int) -> int:
+def _issue(r: _Rank, acc: int, numel: int) -> int:
     issue = r.add("c10d::allreduce_", 30_000, shapes=[[[numel]], [], [], [], [], []], types=["T"])
     r.add(_ACC, 2_000, rf=acc)
+    return issue
+
+
+def _collective(r: _Rank, numel: int, k: int, after: int) -> int:
     return r.add(
         "gloo:all_reduce",
         200_000 + numel // 10,
         ntype=pb.COMM_COLL_NODE,
         proc=("tid", WORKERS[k % 2]),
-        data=(issue,),
+        data=(after,),
         attrs=(("comm_type", 0), ("comm_size", numel * 4), ("pg_name", "0")),
     )
 
 
 def _backward(
-    r: _Rank, shapes: list[list[int]], ends: list[int], numels: list[int], layers: int, h: int
+    r: _Rank,
+    shapes: list[list[int]],
+    ends: list[int],
+    numels: list[int],
+    layers: int,
+    h: int,
+    late: bool,
 ) -> list[int]:
     """The backward in reverse, each gradient handed over when its layer produces it;
-    returns the collectives of the buckets."""
+    returns the collectives of the buckets (`late`: each recorded after the next two
+    gradients' hand-overs, linked to the op running then, as the converter links a worker
+    thread's op that woke up late)."""
     colls: list[int] = []
     ready = iter(range(len(shapes)))
+    waiting: list[list[int]] = []  # [numel, hand-overs still to wait]
 
     def hand_over(count: int) -> None:
         for _ in range(count):
             g = next(ready)
             acc = _grad(r, shapes[g])
+            for w in waiting:
+                w[1] -= 1
+            while waiting and waiting[0][1] == 0:
+                colls.append(_collective(r, waiting.pop(0)[0], len(colls), len(r.nodes)))
             if g in ends:
-                colls.append(_issue(r, numels[len(colls)], len(colls), acc))
+                k = len(colls) + len(waiting)
+                issue = _issue(r, acc, numels[k])
+                if late and g != ends[-1]:
+                    waiting.append([numels[k], 2])
+                else:
+                    colls.append(_collective(r, numels[k], k, issue))
 
     r.add("autograd::engine::evaluate_function: MmBackward0", 4_000)
     _gemm(r, 32, VOCAB, h)
@@ -115,6 +138,7 @@ def ddp_step(
     cap: int = 80_000,
     ranks: int = 2,
     buckets: list[int] | None = None,
+    late: tuple[int, ...] = (),
 ) -> EtSet:
     """The step (see module doc); every rank the same."""
     shapes = param_shapes(layers, hidden)
@@ -135,7 +159,7 @@ def ddp_step(
         for e in ends:
             numels.append(sum(_numel(s) for s in shapes[lo : e + 1]))
             lo = e + 1
-        colls = _backward(r, shapes, ends, numels, layers, hidden)
+        colls = _backward(r, shapes, ends, numels, layers, hidden, rank in late)
         lo = 0
         for k, e in enumerate(ends):
             for j in range(lo, e + 1):

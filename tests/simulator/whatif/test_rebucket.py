@@ -120,3 +120,19 @@ def test_trace_without_ddp_copies_is_left_alone() -> None:
     )
     same, note = rebucket(plain, plain)
     assert same is plain and "no DDP gradient bucket copies" in note
+
+
+def test_collectives_stay_in_issue_order_when_a_rank_records_them_late() -> None:
+    # rank 1's worker thread picked each bucket up two gradients' hand-overs later: a
+    # new bucket issued there must still come after the traced one on both ranks
+    rec = recover(ddp_step(hidden=64, cap=80_000, late=(1,)))
+    edited, _ = apply_edits(rec, WhatIf(hidden=128))
+    for r in edited.ranks:
+        colls = sorted(
+            (n for n in r.nodes if n.type == pb.COMM_COLL_NODE),
+            key=lambda n: nd.int_attr(n, "comm_seq"),
+        )
+        assert [nd.int_attr(n, "comm_size") for n in colls] == [
+            313344, 264192, 263168, 264192, 263168, 264192, 52224,
+        ]  # fmt: skip
+    assert simulate_etset(edited).iteration_time_ns > simulate_etset(rec.ets).iteration_time_ns
