@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lumos.converters.chakra import conventions as cv
+from lumos.converters.chakra.attrs import get_attr
 from lumos.errors import ConfigError
 from lumos.proto import pb
 from lumos.simulator.costmodel.roofline import CostModel
@@ -138,10 +140,7 @@ def apply_edits(rec: Recovered, spec: WhatIf) -> tuple[EtSet, list[str]]:
         ets = set_tp(ets, spec.tp, dims, model)
         notes.append(f"tensor parallel: {before} -> {spec.tp}")
     if spec.layers is not None or spec.hidden is not None or spec.ffn is not None or spec.tp:
-        from lumos.simulator.whatif.rebucket import rebucket
-
-        ets, note = rebucket(rec.ets, ets)
-        notes.append(note)
+        ets = _rebucket(rec, ets, spec, notes)
     if spec.dp is not None:
         ets = set_dp(ets, spec.dp)
         notes.append(f"data parallel: -> {spec.dp}")
@@ -172,6 +171,20 @@ def contended(rec: Recovered, ets: EtSet) -> EtSet:
     """`ets` (edited from `rec`) with the traced tails and the traced step's host
     contention (`contention.recontend`: the expected lost slices, none when inactive)."""
     return keep_tails(rec.ets, recontend(keep_tails(rec.ets, ets), rec.normalised.contention))
+
+
+def _rebucket(rec: Recovered, ets: EtSet, spec: WhatIf, notes: list[str]) -> EtSet:
+    """DDP's gradient buckets re-formed for the edited parameters (`rebucket`)."""
+    from lumos.simulator.whatif.rebucket import rebucket, tp_share
+
+    share = None
+    if spec.tp is not None and rec.dims is not None:
+        hidden = spec.hidden or rec.dims.hidden
+        traced = int(get_attr(ets.ranks[0].metadata, cv.META_WHATIF_SHAPES_TP, 1) or 1)
+        share = tp_share(hidden, spec.ffn or 4 * hidden, traced, spec.tp)
+    ets, note = rebucket(rec.ets, ets, share)
+    notes.append(note)
+    return ets
 
 
 def _cost_model(ets: EtSet, spec: WhatIf) -> CostModel | None:

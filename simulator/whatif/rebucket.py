@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 
 from lumos.converters.chakra import conventions as cv
 from lumos.proto import pb
@@ -81,9 +82,34 @@ def _dp_test(ets: EtSet) -> Callable[[pb.Node], bool]:
     return lambda n: members_of(n, groups, world) in dp
 
 
-def rebucket(base: EtSet, ets: EtSet) -> tuple[EtSet, str]:
-    """`ets` (an edit of the tagged traced step `base`) with DDP's buckets re-formed, and a
-    note of what was done (see module doc)."""
+#: a gradient's share of its traced elements on a rank (tensor parallelism shards some)
+Share = Callable[[pb.Node], float]
+
+
+def tp_share(hidden: int, ffn: int, traced: int, t: int) -> Share:
+    """Megatron's sharding of a layer's parameters from degree `traced` to `t`, read off a
+    gradient's bucket copy (shapes as traced, at degree `traced`): QKV and FC1 weights and
+    biases (a 3H or FFN dimension) and FC2's weight by columns or rows, the attention
+    projection's `[H, H]` weight by rows; layer norms, the row-parallel biases and what is
+    outside the layers (embedding, head) whole."""
+
+    def share(n: pb.Node) -> float:
+        if nd.tags(n)[1] < 0:
+            return 1.0
+        try:
+            dims = json.loads(n.inputs.shapes)[0]
+        except (ValueError, IndexError, TypeError):
+            return 1.0
+        wide = any(d in (3 * hidden, ffn) for d in dims)
+        return traced / t if wide or dims == [hidden, hidden] else 1.0
+
+    return share
+
+
+def rebucket(base: EtSet, ets: EtSet, share: Share | None = None) -> tuple[EtSet, str]:
+    """`ets` (an edit of the tagged traced step `base`) with DDP's buckets re-formed for
+    its gradients (`share`: the part of each one a rank holds), and a note of what was
+    done (see module doc)."""
     got = traced_cap(base)
     if isinstance(got, str):
         return ets, f"DDP buckets kept as traced (cap not inferred: {got})"
@@ -95,6 +121,13 @@ def rebucket(base: EtSet, ets: EtSet) -> tuple[EtSet, str]:
         layout = recover_layout(r, _dp_colls(r, is_dp), check=False)
         if isinstance(layout, str):
             return ets, f"DDP buckets kept as traced ({layout})"
+        if share is not None:
+            layout = replace(
+                layout,
+                grads=tuple(
+                    replace(g, numel=round(g.numel * share(r.nodes[g.at]))) for g in layout.grads
+                ),
+            )
         grads = [g.numel * elem for g in layout.grads]
         ends = assign(grads, first, cap)
         counts = (len(layout.ends), len(ends))

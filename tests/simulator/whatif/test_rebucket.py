@@ -136,3 +136,13 @@ def test_collectives_stay_in_issue_order_when_a_rank_records_them_late() -> None
             313344, 264192, 263168, 264192, 263168, 264192, 52224,
         ]  # fmt: skip
     assert simulate_etset(edited).iteration_time_ns > simulate_etset(rec.ets).iteration_time_ns
+
+
+def test_tensor_parallel_shards_the_layers_gradients_before_bucketing() -> None:
+    # TP 2: the FC weights and FC1's bias halve (Megatron), layer norms, head and
+    # embedding stay whole: head 25,600 + FC2 32,768 + bias 512 + FC1 32,768 reach the cap,
+    # the next bucket holds a layer and a half
+    edited, notes = apply_edits(recover(ddp_step(hidden=64, cap=80_000)), WhatIf(tp=2))
+    assert "DDP buckets: 4 -> 3 all-reduces" in notes[-1]
+    dp = [c for c in _colls(edited) if c.name == "gloo:all_reduce"]
+    assert [nd.int_attr(c, "comm_size") for c in dp] == [91648, 99840, 59392]
