@@ -183,7 +183,8 @@ def _rebucket(rec: Recovered, ets: EtSet, spec: WhatIf, notes: list[str]) -> EtS
         traced = int(get_attr(ets.ranks[0].metadata, cv.META_WHATIF_SHAPES_TP, 1) or 1)
         share = tp_share(hidden, spec.ffn or 4 * hidden, traced, spec.tp)
     ets, note = rebucket(rec.ets, ets, share)
-    notes.append(note)
+    if note:
+        notes.append(note)
     return ets
 
 

@@ -21,7 +21,8 @@ all-reduces:
   fitted line plus the transfer of its new size (`netfit.LinkFit.retime`).
 
 When the buckets cannot be read or no cap explains them, the set is returned unchanged
-with a note saying why (the edit's scaled all-reduces stand).
+with a note saying why (the edit's scaled all-reduces stand); a trace without DDP's
+bucket copies is returned unchanged with no note.
 """
 
 from __future__ import annotations
@@ -111,6 +112,8 @@ def rebucket(base: EtSet, ets: EtSet, share: Share | None = None) -> tuple[EtSet
     its gradients (`share`: the part of each one a rank holds), and a note of what was
     done (see module doc)."""
     got = traced_cap(base)
+    if isinstance(got, str) and "no DDP gradient bucket copies" in got:
+        return ets, ""  # not a DDP trace: nothing to say
     if isinstance(got, str):
         return ets, f"DDP buckets kept as traced (cap not inferred: {got})"
     (first, cap), rng, elem = got
