@@ -16,7 +16,10 @@ states are those of this rank's `experts / ep` experts (split over expert TP), t
 states divided over the expert-data-parallel group; an MoE layer keeps its router logits,
 the permuted tokens (top_k copies of each, FC1's input), the expert FC1 and activation
 outputs (Megatron-Core applies the routing probabilities inside the activation, so the
-expert outputs are not kept), plus its shared expert's activations.
+expert outputs are not kept), plus its shared expert's activations. Under FP8 the two
+grouped GEMMs' inputs (the permuted tokens, the activation output) are kept as
+Transformer Engine keeps them: one FP8 byte per element (`FP8_SAVED`); the dense layers'
+TE linears do the same but are still counted in BF16 here.
 """
 
 from __future__ import annotations
@@ -27,6 +30,12 @@ from lumos.simulator.workload.dims import BF16, Ctx
 from lumos.simulator.workload.plan import Precision, Recompute
 
 GB = 1e9
+#: bytes per element of an FP8 grouped-GEMM input kept for the backward: Transformer Engine's
+#: GroupedLinear saves the FP8-quantised inputs and drops their row-wise copy, keeping only
+#: the column-wise (transposed) data its weight-gradient GEMM reads
+#: (transformer_engine/pytorch/module/grouped_linear.py, forward: `inputmat.update_usage(
+#: rowwise_usage=False, columnwise_usage=True)` before `save_for_backward`)
+FP8_SAVED = 1
 #: HBM capacities are quoted in GiB: the A100 / H100 "80GB" are five 16 GiB HBM stacks,
 #: 85.9e9 bytes (the hwconfigs files give the quoted number)
 GIB = 2**30
@@ -106,7 +115,9 @@ def _moe_mlp_bytes(ctx: Ctx) -> float:
     z, m = MoeSizes.of(ctx), ctx.model
     x = ctx.T_sp * ctx.h * BF16
     act = 0 if "moe_act" in ctx.plan.selective_modules else z.ffn
-    routed = ctx.T_sp * m.experts * FP32 + z.received * (ctx.h + z.up + act) * BF16
+    gemm_in = FP8_SAVED if ctx.linear_dtype == "fp8" else BF16  # FC1's and FC2's inputs
+    routed = ctx.T_sp * m.experts * FP32 + z.received * (ctx.h + act) * gemm_in
+    routed += z.received * z.up * BF16  # FC1's output, the activation's input
     shared = 0
     if m.shared_ffn:
         ffn = m.shared_ffn // ctx.plan.tp

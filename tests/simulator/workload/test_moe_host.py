@@ -1,0 +1,62 @@
+"""Mixture-of-experts mechanisms of the second round, each on a small hand-checked case:
+FP8 grouped-GEMM inputs kept as Transformer Engine keeps them (one byte per element),
+and the all-to-all dispatcher's device-to-host synchronisation with the host launches
+that follow it."""
+
+from __future__ import annotations
+
+import pytest
+
+from lumos.hwconfigs.load import load_system
+from lumos.simulator.costmodel.kernels import KernelModel
+from lumos.simulator.workload import ParallelPlan
+from lumos.simulator.workload.generate import Generator
+from lumos.simulator.workload.spec import ModelSpec, model_from_dict
+from lumos.simulator.workload.step import plan_memory
+
+SMALL = {
+    "layers": 2,
+    "hidden": 64,
+    "heads": 4,
+    "kv_heads": 2,
+    "ffn": 128,
+    "vocab": 256,
+    "mlp": "swiglu",
+    "norm": "rmsnorm",
+    "experts": 8,
+    "top_k": 2,
+    "moe_ffn": 32,
+}
+SEQ = 16
+
+
+def _model() -> ModelSpec:
+    return model_from_dict(dict(SMALL), "small", "small-moe")
+
+
+def _plan(ep: int = 4, dp: int = 4, **kw: object) -> ParallelPlan:
+    return ParallelPlan.build(_model(), mbs=1, dp=dp, gbs=dp, seq=SEQ, ep=ep, **kw)  # type: ignore[arg-type]
+
+
+def _gen(plan: ParallelPlan) -> Generator:
+    return Generator(_model(), plan, KernelModel.for_gpu(load_system("h100").gpu))
+
+
+def test_fp8_expert_gemm_inputs_are_kept_in_one_byte() -> None:
+    """TE's GroupedLinear keeps its FP8-quantised input (column-wise copy only) for the
+    weight gradient: the permuted tokens (rows x hidden) and the activation output (rows x
+    moe_ffn) cost 1 byte per element under FP8 instead of 2; FC1's output (the
+    activation's input, rows x 2 moe_ffn) stays BF16; dense layers are unchanged."""
+    bf16 = plan_memory(_gen(_plan(precision="bf16")))
+    fp8 = plan_memory(_gen(_plan(precision="fp8")))
+    rows = SEQ * 2  # tokens x top_k on one rank (balanced routing)
+    per_layer = rows * (64 + 32) * (2 - 1)
+    assert (bf16.activations_gb - fp8.activations_gb) * 1e9 == pytest.approx(2 * per_layer)
+    dense = {k: v for k, v in SMALL.items() if k not in ("experts", "top_k", "moe_ffn")}
+    m = model_from_dict(dense, "dense")
+    km = KernelModel.for_gpu(load_system("h100").gpu)
+    acts = [
+        plan_memory(Generator(m, ParallelPlan.build(m, dp=4, gbs=4, seq=SEQ, precision=p), km))
+        for p in ("bf16", "fp8")  # type: ignore[arg-type]
+    ]
+    assert acts[0].activations_gb == acts[1].activations_gb
