@@ -5,10 +5,11 @@ On one rank (its T_sp tokens, the sequence-parallel shard under TP): router GEMM
 [T_sp, h] x [h, experts] (BF16) → softmax / top-k (memory-bound, FP32 logits) → permute
 (each token copied once per chosen expert: `routed = T_sp·top_k` rows) → all-to-all
 *dispatch* over the EP group (`routed·h` BF16 bytes sent, balanced routing: the published
-runs are token-balanced) → [expert TP > 1: all-gather over the TP group] → expert FC1 as
+runs are token-balanced) → [expert TP > 1: all-gather over the TP group] → sort by local
+expert (more than one local expert: `_sort`) → expert FC1 as
 one grouped GEMM over the `experts/ep` local experts, each with `tokens_per_expert =
 T_sp·top_k·ep·etp / experts` rows (few rows cost GEMM efficiency: the kernel model's
-tiles and waves) → activation → FC2 grouped GEMM → [reduce-scatter over TP] → all-to-all
+tiles and waves) → activation → FC2 grouped GEMM → unsort → [reduce-scatter over TP] → all-to-all
 *combine* → unpermute (weighted sum of each token's top_k outputs). A shared expert runs
 as a dense tensor-parallel MLP on the same tokens. Backward mirrors it: the combine's
 gradient all-to-all first, data- and weight-gradient grouped GEMMs, the dispatch's
@@ -84,6 +85,18 @@ def _cast(blk: Block, ctx: Ctx, name: str, elems: int) -> None:
         blk.compute(f"{name}.cast_fp8", *ctx.mem(elems * 3))
 
 
+def _sort(blk: Block, ctx: Ctx, name: str, z: MoeSizes, after: int) -> int:
+    """Megatron-Core's second permutation: the rows received from the EP (and expert-TP)
+    peers arrive grouped by sender and are re-ordered by local expert before FC1 (and back
+    after FC2, and both again on the gradients): one read and one write of the received
+    BF16 rows, only with more than one local expert (token_dispatcher.py,
+    MoEAlltoAllTokenDispatcher: `sort_chunks_by_idxs` in `dispatch_postprocess` /
+    `combine_preprocess` under `num_local_experts > 1`; fused or not, one pass)."""
+    if z.local_experts == 1:
+        return after
+    return blk.compute(name, *ctx.mem(2 * z.received * ctx.h * BF16), waits=(after,))
+
+
 def _exchange(blk: Block, ctx: Ctx, name: str, rows: int, after: int) -> int:
     """An all-to-all of `rows` hidden-size BF16 rows over the EP group (none at ep 1)."""
     if ctx.plan.ep == 1:
@@ -108,10 +121,12 @@ def moe_forward(blk: Block, ctx: Ctx, tag: str, ln: int) -> tuple[int, ...]:
     perm = blk.compute(f"{name}.permute", *ctx.mem((ctx.T_sp + z.routed) * h * BF16))
     a2a = _exchange(blk, ctx, f"{name}.dispatch", z.routed, perm)
     got = _etp(blk, ctx, f"{name}.dispatch_all_gather", ALL_GATHER, z.routed, a2a)
+    got = _sort(blk, ctx, f"{name}.sort", z, got)
     _cast(blk, ctx, f"{name}.fc1", z.received * h)
     grouped_gemm(blk, ctx, f"{name}.fc1", (z.per_expert, z.up, h), z.local_experts, waits=(got,))
     blk.compute(f"{name}.activation", *ctx.mem(z.received * (z.up + z.ffn) * BF16))
     out = grouped_gemm(blk, ctx, f"{name}.fc2", (z.per_expert, h, z.ffn), z.local_experts)
+    out = _sort(blk, ctx, f"{name}.unsort", z, out)
     out = _etp(blk, ctx, f"{name}.combine_reduce_scatter", REDUCE_SCATTER, z.routed, out)
     back = _exchange(blk, ctx, f"{name}.combine", z.routed, out)
     waits: tuple[int, ...] = ()
@@ -147,6 +162,7 @@ def moe_backward(blk: Block, ctx: Ctx, tag: str) -> tuple[int, ...]:
     grad = blk.compute(f"{name}.unpermute_bwd", *ctx.mem((2 * z.routed + ctx.T_sp) * h * BF16))
     a2a = _exchange(blk, ctx, f"{name}.combine_bwd", z.routed, grad)
     got = _etp(blk, ctx, f"{name}.combine_bwd_all_gather", ALL_GATHER, z.routed, a2a)
+    got = _sort(blk, ctx, f"{name}.unsort_bwd", z, got)
     _cast(blk, ctx, f"{name}.fc2.grad", z.received * h)
     e = z.local_experts
     if "moe_act" in ctx.plan.selective_modules:  # FC2's input re-computed, not kept
@@ -158,6 +174,7 @@ def moe_backward(blk: Block, ctx: Ctx, tag: str) -> tuple[int, ...]:
     _cast(blk, ctx, f"{name}.fc1.grad", z.received * z.up)
     grouped_gemm(blk, ctx, f"{name}.fc1.dgrad", (z.per_expert, h, z.up), e)
     out = grouped_gemm(blk, ctx, f"{name}.fc1.wgrad", (z.up, h, z.per_expert), e, wgrad=True)
+    out = _sort(blk, ctx, f"{name}.sort_bwd", z, out)
     out = _etp(blk, ctx, f"{name}.dispatch_bwd_reduce_scatter", REDUCE_SCATTER, z.routed, out)
     back = _exchange(blk, ctx, f"{name}.dispatch_bwd", z.routed, out)
     nbytes = (z.routed + ctx.T_sp) * h * BF16

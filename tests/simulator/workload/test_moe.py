@@ -76,9 +76,11 @@ def test_moe_layer_ops_and_all_to_alls_exact() -> None:
     (g,) = step.graphs
     names = [g.names[i] for i in g.name_idx]
     layer0 = Counter(n.split(".", 1)[1] for n in names if n.startswith("layer0.moe"))
-    fwd = ["router", "topk", "permute", "fc1", "activation", "fc2", "unpermute"]
-    bwd = ["unpermute_bwd", "fc2.dgrad", "fc2.wgrad", "activation_bwd", "fc1.dgrad"]
-    bwd += ["fc1.wgrad", "permute_bwd", "topk_bwd", "router.dgrad", "router.wgrad"]
+    fwd = ["router", "topk", "permute", "sort", "fc1", "activation", "fc2", "unsort"]
+    fwd += ["unpermute"]  # sort / unsort: 2 local experts (test_moe_host)
+    bwd = ["unpermute_bwd", "unsort_bwd", "fc2.dgrad", "fc2.wgrad", "activation_bwd"]
+    bwd += ["fc1.dgrad", "fc1.wgrad", "sort_bwd", "permute_bwd", "topk_bwd"]
+    bwd += ["router.dgrad", "router.wgrad"]
     a2a = ["dispatch", "combine", "combine_bwd", "dispatch_bwd"]
     assert layer0 == Counter(f"moe.{n}" for n in fwd + bwd + a2a)
     colls = (g.type == COLL) & (g.comm_type == ALL_TO_ALL)

@@ -60,3 +60,24 @@ def test_fp8_expert_gemm_inputs_are_kept_in_one_byte() -> None:
         for p in ("bf16", "fp8")  # type: ignore[arg-type]
     ]
     assert acts[0].activations_gb == acts[1].activations_gb
+
+
+def _nodes(gen: Generator, forward: bool) -> dict[str, tuple[int, int]]:
+    blk = gen.block(0, 0, forward)
+    names = gen.names.as_list()
+    return {names[n]: (int(blk.cols["nbytes"][i]), i) for i, n in enumerate(blk.name)}
+
+
+def test_received_rows_sorted_by_local_expert_only_with_several() -> None:
+    """Megatron-Core's second permutation (`sort_chunks_by_idxs`): with 2 local experts
+    (8 experts over EP 4) the received rows are sorted before FC1 and unsorted after FC2,
+    and both again on the gradients — each one read and one write of rows x hidden BF16;
+    with one local expert (EP 8) there is nothing to sort."""
+    rows = SEQ * 2
+    fwd, bwd = _nodes(_gen(_plan(ep=4)), True), _nodes(_gen(_plan(ep=4)), False)
+    for nodes, names in ((fwd, ("sort", "unsort")), (bwd, ("unsort_bwd", "sort_bwd"))):
+        for n in names:
+            assert nodes[f"layer0.moe.{n}"][0] == 2 * rows * 64 * 2
+    assert fwd["layer0.moe.sort"][1] < fwd["layer0.moe.fc1"][1] < fwd["layer0.moe.unsort"][1]
+    one = _nodes(_gen(_plan(ep=8, dp=8)), True)
+    assert not any(n.endswith(("sort", "unsort")) for n in one)
