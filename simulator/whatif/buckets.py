@@ -98,10 +98,13 @@ def _numel(shapes: str, nested: bool) -> int | None:
     return math.prod(dims)
 
 
-def recover_layout(r: RankEt, dp_colls: list[int], check: bool = True) -> Layout | str:
+def recover_layout(
+    r: RankEt, dp_colls: list[int], check: bool = True, pair: bool = True
+) -> Layout | str:
     """The rank's buckets (`dp_colls`: positions of its gradient all-reduces, in issue
     order), or why they cannot be read. `check`: each issued bucket must hold exactly its
-    gradients' elements (off for a resized trace whose shapes were rewritten)."""
+    gradients' elements (off for a resized trace whose shapes were rewritten); `pair` off:
+    the calls only (`colls` empty), however many collectives there are."""
     grads: list[Grad] = []
     ends: list[int] = []
     issue: list[tuple[int, ...]] = []
@@ -137,6 +140,8 @@ def recover_layout(r: RankEt, dp_colls: list[int], check: bool = True) -> Layout
             issue[-1] = (*issue[-1], i)
     if not grads:
         return _NO_COPIES.format(rank=r.rank)
+    if not pair:
+        return Layout(tuple(grads), tuple(ends), tuple(issue), ())
     if len(ends) != len(dp_colls):
         return f"rank {r.rank}: {len(ends)} bucket all-reduce calls, {len(dp_colls)} collectives"
     layout = Layout(tuple(grads), tuple(ends), tuple(issue), tuple(dp_colls))

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from lumos.converters.chakra import conventions as cv
 from lumos.proto import pb
@@ -54,9 +54,20 @@ def _dp_colls(r: RankEt, is_dp: Callable[[pb.Node], bool]) -> list[int]:
     return [i for i, n in enumerate(r.nodes) if n.type == pb.COMM_COLL_NODE and is_dp(n)]
 
 
-def traced_cap(base: EtSet) -> tuple[tuple[int, int], CapRange, int] | str:
-    """((first cap, cap), the range, bytes per element) read off the traced step's first
-    rank, or why not."""
+@dataclass(frozen=True, slots=True)
+class Traced:
+    """What the traced step says about DDP: the caps taken and their range, the bytes per
+    element, and its collectives by the record-function id of the call that issued them."""
+
+    first: int
+    cap: int
+    rng: CapRange
+    elem: int
+    by_call: dict[int, pb.Node]
+
+
+def traced_cap(base: EtSet) -> Traced | str:
+    """The traced step's buckets read off its first rank (`Traced`), or why not."""
     is_dp = _dp_test(base)
     r = base.ranks[0]
     layout = recover_layout(r, _dp_colls(r, is_dp))
@@ -74,7 +85,44 @@ def traced_cap(base: EtSet) -> tuple[tuple[int, int], CapRange, int] | str:
     rng = infer_cap(sizes)
     if isinstance(rng, str):
         return rng
-    return choose_cap(rng), rng, elem
+    first, cap = choose_cap(rng)
+    calls = {
+        nd.int_attr(r.nodes[at[0]], "rf_id"): r.nodes[c]
+        for at, c in zip(layout.issue, layout.colls, strict=True)
+    }
+    return Traced(first, cap, rng, elem, calls)
+
+
+def _paired(r: RankEt, is_dp: Callable[[pb.Node], bool], traced: Traced) -> RankEt | str:
+    """The rank with one data-parallel collective per bucket call. An edit can leave them
+    unpaired: a layer copy takes the calls it issued, not the collectives the converter did
+    not link to them (no dependency on the main thread: tagged outside the layers). Then
+    every such collective is replaced by a copy of the traced collective of the call it
+    was copied from (same record-function id), right after that call."""
+    colls = _dp_colls(r, is_dp)
+    lay = recover_layout(r, colls, check=False, pair=False)
+    if isinstance(lay, str) or len(lay.issue) == len(colls):
+        return r if not isinstance(lay, str) else lay
+    nodes = [nd.clone(n) for n in r.nodes]
+    next_id = max(n.id for n in nodes) + 1
+    procs = list(dict.fromkeys(nd.processor(nodes[i]) for i in colls))
+    templates = list(traced.by_call.values())
+    insert: dict[int, list[pb.Node]] = {}
+    new_ids: list[int] = []
+    for k, at in enumerate(lay.issue):
+        call = nodes[at[0]]
+        c = nd.clone(traced.by_call.get(nd.int_attr(call, "rf_id"), templates[-1]))
+        c.id, next_id = next_id, next_id + 1
+        del c.data_deps[:], c.ctrl_deps[:]
+        c.data_deps.append(call.id)
+        nd.set_tags(c, *nd.tags(call))
+        proc = procs[k % len(procs)] if procs else nd.processor(c)
+        nd.put(c, cv.TID if proc[0] == "tid" else cv.STREAM, proc[1], "int64_val")
+        insert[at[-1]] = [c]
+        new_ids.append(c.id)
+    # what waited on an unpaired collective waits on the bucket of the same rank in order
+    remap = {nodes[i].id: new_ids[min(k, len(new_ids) - 1)] for k, i in enumerate(colls)}
+    return RankEt(r.rank, r.metadata, _emit(r, nodes, set(colls), remap, insert))
 
 
 def _dp_test(ets: EtSet) -> Callable[[pb.Node], bool]:
@@ -116,11 +164,14 @@ def rebucket(base: EtSet, ets: EtSet, share: Share | None = None) -> tuple[EtSet
         return ets, ""  # not a DDP trace: nothing to say
     if isinstance(got, str):
         return ets, f"DDP buckets kept as traced (cap not inferred: {got})"
-    (first, cap), rng, elem = got
+    first, cap, rng, elem = got.first, got.cap, got.rng, got.elem
     fit, is_dp = fit_network(base), _dp_test(ets)
     out: list[RankEt] = []
     counts: tuple[int, int] = (0, 0)
-    for r in ets.ranks:
+    for rank in ets.ranks:
+        r = _paired(rank, is_dp, got)
+        if isinstance(r, str):
+            return ets, f"DDP buckets kept as traced ({r})"
         layout = recover_layout(r, _dp_colls(r, is_dp), check=False)
         if isinstance(layout, str):
             return ets, f"DDP buckets kept as traced ({layout})"
@@ -235,6 +286,18 @@ def _rebuild(r: RankEt, lay: Layout, ends: list[int], elem: int, fit: NetworkFit
         if e not in ends
     }
     _wait_copy_out(nodes, lay, ends, coll_ids)
+    return RankEt(r.rank, r.metadata, _emit(r, nodes, drop, remap, insert))
+
+
+def _emit(
+    r: RankEt,
+    nodes: list[pb.Node],
+    drop: set[int],
+    remap: dict[int, int],
+    insert: dict[int, list[pb.Node]],
+) -> tuple[pb.Node, ...]:
+    """`nodes` (copies of `r`'s) without `drop`, with `insert[i]` after position `i` and
+    dependencies on dropped collectives pointed at `remap`'s, laid out by `assemble`."""
     emitted: list[list[pb.Node]] = []
     for i, n in enumerate(nodes):
         if i in drop:
@@ -246,7 +309,7 @@ def _rebuild(r: RankEt, lay: Layout, ends: list[int], elem: int, fit: NetworkFit
                 deps.extend(fixed)
         emitted.append([n])
         emitted.extend([x] for x in insert.get(i, ()))
-    return RankEt(r.rank, r.metadata, assemble(emitted, source_procs(r.nodes)))
+    return assemble(emitted, source_procs(r.nodes))
 
 
 def _wait_copy_out(nodes: list[pb.Node], lay: Layout, ends: list[int], coll_ids: list[int]) -> None:

@@ -10,7 +10,9 @@ DDP's rule (bytes reach `cap`; the rest is the last bucket) and issued at once:
 in turn. DDP's finalisation views each bucket and copies its gradients back
 (`copy_bucket_to_grad`), waiting for the bucket's collective first; then the optimizer.
 `buckets` overrides the rule with explicit bucket ends (a trace no cap explains); the
-ranks in `late` record each collective after the next two gradients' hand-overs.
+ranks in `late` record each collective after the next two gradients' hand-overs;
+`unlinked` collectives have no link to the call that issued them (as the converter left
+some gloo ops of the grid's base runs 0 and 4: they follow only their worker thread).
 """
 
 from __future__ import annotations
@@ -74,13 +76,13 @@ def _issue(r: _Rank, acc: int, numel: int) -> int:
     return issue
 
 
-def _collective(r: _Rank, numel: int, k: int, after: int) -> int:
+def _collective(r: _Rank, numel: int, k: int, after: int | None) -> int:
     return r.add(
         "gloo:all_reduce",
         200_000 + numel // 10,
         ntype=pb.COMM_COLL_NODE,
         proc=("tid", WORKERS[k % 2]),
-        data=(after,),
+        data=(after,) if after is not None else (),
         attrs=(("comm_type", 0), ("comm_size", numel * 4), ("pg_name", "0")),
     )
 
@@ -93,11 +95,12 @@ def _backward(
     layers: int,
     h: int,
     late: bool,
+    unlinked: bool = False,
 ) -> list[int]:
     """The backward in reverse, each gradient handed over when its layer produces it;
     returns the collectives of the buckets (`late`: each recorded after the next two
     gradients' hand-overs, linked to the op running then, as the converter links a worker
-    thread's op that woke up late)."""
+    thread's op that woke up late; `unlinked`: with no link to the main thread at all)."""
     colls: list[int] = []
     ready = iter(range(len(shapes)))
     waiting: list[list[int]] = []  # [numel, hand-overs still to wait]
@@ -116,7 +119,7 @@ def _backward(
                 if late and g != ends[-1]:
                     waiting.append([numels[k], 2])
                 else:
-                    colls.append(_collective(r, numels[k], k, issue))
+                    colls.append(_collective(r, numels[k], k, None if unlinked else issue))
 
     r.add("autograd::engine::evaluate_function: MmBackward0", 4_000)
     _gemm(r, 32, VOCAB, h)
@@ -139,6 +142,7 @@ def ddp_step(
     ranks: int = 2,
     buckets: list[int] | None = None,
     late: tuple[int, ...] = (),
+    unlinked: bool = False,
 ) -> EtSet:
     """The step (see module doc); every rank the same."""
     shapes = param_shapes(layers, hidden)
@@ -159,7 +163,7 @@ def ddp_step(
         for e in ends:
             numels.append(sum(_numel(s) for s in shapes[lo : e + 1]))
             lo = e + 1
-        colls = _backward(r, shapes, ends, numels, layers, hidden, rank in late)
+        colls = _backward(r, shapes, ends, numels, layers, hidden, rank in late, unlinked)
         lo = 0
         for k, e in enumerate(ends):
             for j in range(lo, e + 1):

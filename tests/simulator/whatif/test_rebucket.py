@@ -146,3 +146,16 @@ def test_tensor_parallel_shards_the_layers_gradients_before_bucketing() -> None:
     assert "DDP buckets: 4 -> 3 all-reduces" in notes[-1]
     dp = [c for c in _colls(edited) if c.name == "gloo:all_reduce"]
     assert [nd.int_attr(c, "comm_size") for c in dp] == [91648, 99840, 59392]
+
+
+def test_layers_edit_pairs_collectives_the_trace_did_not_link_to_their_calls() -> None:
+    # the collectives follow only their worker thread (tagged outside the layers): a layer
+    # copy takes its bucket calls but not them; each call gets its collective back
+    rec = recover(ddp_step(layers=3, cap=80_000, unlinked=True))
+    edited, _ = apply_edits(rec, WhatIf(layers=6))
+    assert _sizes(edited) == _sizes(ddp_step(layers=6, cap=80_000))
+    r = edited.rank(0)
+    ids = {n.id: n for n in r.nodes}
+    for c in _colls(edited):
+        assert [ids[d].name for d in c.data_deps] == ["c10d::allreduce_"]
+    assert simulate_etset(edited).iteration_time_ns > simulate_etset(rec.ets).iteration_time_ns
