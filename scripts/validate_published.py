@@ -78,6 +78,12 @@ MEGATRON_BRIDGE_MOE = {"etp": 1, "zero": 1, "recompute": Recompute.NONE}
 #: GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_V1 and _V2: `recompute_modules=["layernorm",
 #: "moe_act"]`); the Qwen3 recipes re-compute nothing
 MEGATRON_BRIDGE_RECOMPUTE = {"gpt-oss-120b": "layernorm,moe_act"}
+#: Megatron-Bridge MoE recipes on H100 that overlap the EP all-to-alls (Megatron-Core's
+#: `overlap_moe_expert_parallel_comm`, plan `a2a_overlap`): Qwen3 235B-A22B
+#: (qwen3_workload_base_configs.py, QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_{BF16,FP8_CS}_V1 and
+#: _V2: `moe_a2a_overlap=True`); Qwen3 30B-A3B's and GPT-OSS's H100 presets leave it off.
+#: Releases before 25.11 (the 25.09 token-drop rows) are not known to set it.
+MEGATRON_BRIDGE_A2A_OVERLAP = {"qwen3-235b-a22b"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +183,9 @@ def parse_moe(r: dict[str, str]) -> Row | str:
         mb["etp"] = 0
     elif name in MEGATRON_BRIDGE_RECOMPUTE:
         mb["recompute"], modules = Recompute.SELECTIVE, MEGATRON_BRIDGE_RECOMPUTE[name]
+    release = re.search(r"Megatron-Bridge \((\d+)\.(\d+)\)", r["framework"])
+    overlap = name in MEGATRON_BRIDGE_A2A_OVERLAP and release is not None
+    overlap = overlap and (int(release[1]), int(release[2])) >= (25, 11)
     try:
         model = load_model(name)
         plan = ParallelPlan.build(
@@ -196,6 +205,7 @@ def parse_moe(r: dict[str, str]) -> Row | str:
             zero=int(mb["zero"]),
             recompute_modules=modules,
             sequence_parallel=r["sp"].lower().startswith("yes"),
+            a2a_overlap=overlap,
         )
     except ConfigError as exc:
         return f"cannot express: {exc}"
@@ -266,6 +276,7 @@ def _plan_text(p: ParallelPlan) -> str:
         f"TP{p.tp} PP{p.pp}{f'v{p.vp}' if p.vp > 1 else ''} DP{p.dp}"
         f"{f' CP{p.cp}' if p.cp > 1 else ''}{f' EP{p.ep}' if p.ep > 1 else ''} mbs{p.mbs} {p.precision.value} {p.recompute.value}"
         f"{f'({p.recompute_modules})' if p.recompute_modules else ''}"
+        f"{' a2a-overlap' if p.a2a_overlap else ''}"
         f"{' z3' if p.zero == 3 else ''}{' tpo' if p.tp_comm_overlap else ''}"
         f"{'' if p.framework == 'megatron' else ' ' + p.framework}"
     )

@@ -54,6 +54,12 @@ COUNT = click.IntRange(min=1)
 )
 @click.option("--no-sp", is_flag=True, help="No sequence parallelism (TP all-reduces).")
 @click.option("--tp-overlap", is_flag=True, help="Overlap TP communication with the GEMMs.")
+@click.option(
+    "--a2a-overlap",
+    is_flag=True,
+    help="Mixture of experts: overlap the EP all-to-alls of one micro-batch with the other's "
+    "compute (Megatron-Core's overlap_moe_expert_parallel_comm; needs --vp with --pp).",
+)
 @click.option("--no-grad-overlap", is_flag=True, help="Reduce gradients after the backward.")
 @click.option("--no-param-overlap", is_flag=True, help="Gather parameters after the optimizer.")
 @click.option("--no-flash", is_flag=True, help="Unfused attention (QK^T, softmax, AV).")
@@ -114,6 +120,7 @@ def estimate_command(
     recompute_modules: str,
     no_sp: bool,
     tp_overlap: bool,
+    a2a_overlap: bool,
     no_grad_overlap: bool,
     no_param_overlap: bool,
     no_flash: bool,
@@ -154,6 +161,7 @@ def estimate_command(
         recompute_modules=recompute_modules,
         sequence_parallel=not no_sp,
         tp_comm_overlap=tp_overlap,
+        a2a_overlap=a2a_overlap,
         overlap_grad_reduce=not no_grad_overlap,
         overlap_param_gather=not no_param_overlap,
         flash_attention=not no_flash,

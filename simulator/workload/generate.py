@@ -60,6 +60,30 @@ class GeneratedStep:
     orders: dict[int, list[Step]] = field(default_factory=dict)
 
 
+def units(order: list[Step], pp: int, overlap: bool) -> list[tuple[tuple[Step, int], ...]]:
+    """The passes of `order` (with their positions) as the rank issues them: one by one,
+    or with `overlap` (EP all-to-all overlap) each steady-state forward merged with the
+    backward after it — without pipelining, Megatron-Core merges the forward of micro-batch
+    i + 1 with the backward of micro-batch i (`combined_1f1b_schedule_for_no_pipelining`)."""
+    indexed = list(zip(order, range(len(order)), strict=True))
+    if not overlap:
+        return [(p,) for p in indexed]
+    if pp == 1:  # order is F0 B0 F1 B1 ...: F0, (F1, B0), (F2, B1), ..., B_last
+        fwd = [p for p in indexed if p[0].forward]
+        bwd = [p for p in indexed if not p[0].forward]
+        return [(fwd[0],), *zip(fwd[1:], bwd[:-1], strict=True), (bwd[-1],)]
+    out: list[tuple[tuple[Step, int], ...]] = []
+    i = 0
+    while i < len(indexed):
+        if i + 1 < len(indexed) and indexed[i][0].forward and not indexed[i + 1][0].forward:
+            out.append((indexed[i], indexed[i + 1]))
+            i += 2
+        else:
+            out.append((indexed[i],))
+            i += 1
+    return out
+
+
 class Generator:
     """Builds the distinct ranks of one step (see module doc)."""
 
@@ -75,6 +99,7 @@ class Generator:
         self.first_layer = [sum(self.chunk_layers[:v]) for v in range(chunks)]
         self._blocks: dict[tuple[int, bool], Frozen] = {}
         self._small: dict[tuple[object, ...], Frozen] = {}
+        self._pairs: dict[tuple[int, int], Frozen] = {}
 
     def vstage(self, stage: int, chunk: int) -> int:
         return chunk * self.plan.pp + stage
@@ -88,6 +113,22 @@ class Generator:
             ck = ChunkKey(self.chunk_layers[v], v == 0, v == last, forward)
             self._blocks[key] = build_chunk(self.ctx, self.names, ck, self.first_layer[v])
         return self._blocks[key]
+
+    def pair_block(self, stage: int, f_chunk: int, b_chunk: int) -> Frozen:
+        """The (shared) merged block of a forward of `f_chunk` and a backward of `b_chunk`
+        (`plan.a2a_overlap`, `moe_overlap`)."""
+        from lumos.simulator.workload.moe_overlap import build_pair
+
+        vf, vb = self.vstage(stage, f_chunk), self.vstage(stage, b_chunk)
+        if (vf, vb) not in self._pairs:
+            last = self.plan.pp * self.plan.vp - 1
+            fk = ChunkKey(self.chunk_layers[vf], vf == 0, vf == last, True)
+            bk = ChunkKey(self.chunk_layers[vb], vb == 0, vb == last, False)
+            pair = build_pair(
+                self.ctx, self.names, fk, self.first_layer[vf], bk, self.first_layer[vb]
+            )
+            self._pairs[(vf, vb)] = pair
+        return self._pairs[(vf, vb)]
 
     def _dense_layer_params(self, index: int) -> int:
         """Weights of layer `index` on one TP rank outside its routed experts."""
@@ -157,24 +198,32 @@ class Generator:
         reduces: list[int] = []
         grads: list[tuple[int, int, int, bool]] = []  # (block start, mark, params, experts)
         lv = plan.pp * plan.vp - 1
-        for pos, st in enumerate(order):
-            v = self.vstage(stage, st.chunk)
-            waits = list(gathers.get(st.chunk, [])) if pos == first_fwd.get(st.chunk) else []
-            recv_from = (v > 0) if st.forward else (v < lv)
-            if recv_from:
-                waits.append(self._p2p(pieces, c, st, v, send=False))
-            blk = self.block(stage, st.chunk, st.forward)
-            start = pieces.add(blk, first_waits=waits)
-            out = start + blk.marks["out"]
-            if (v < lv) if st.forward else (v > 0):
-                self._p2p(pieces, c, st, v, send=True, after=out)
-            if not st.forward and pos == last_bwd[st.chunk] and plan.zero in (0, 1):
-                for experts in (False, True):
-                    for layer, params in self.buckets(v, experts):
-                        grads.append((start, blk.marks[f"layer{layer}"], params, experts))
+        for unit in units(order, plan.pp, plan.a2a_overlap):
+            if len(unit) == 2:  # Megatron-Core's combined 1F1B: a forward and a backward merged
+                (st, f_pos), (nxt, b_pos) = unit
+                passes = [(st, f_pos, "f_head", "out_f"), (nxt, b_pos, "b_head", "out_b")]
+                blk = self.pair_block(stage, st.chunk, nxt.chunk)
+            else:
+                ((st, pos),) = unit
+                passes = [(st, pos, "", "out")]
+                blk = self.block(stage, st.chunk, st.forward)
+            recvs: dict[str, list[int]] = {}
+            for p_st, p_pos, head, _ in passes:
+                v = self.vstage(stage, p_st.chunk)
+                waits = (
+                    list(gathers.get(p_st.chunk, [])) if p_pos == first_fwd.get(p_st.chunk) else []
+                )
+                if (v > 0) if p_st.forward else (v < lv):
+                    waits.append(self._p2p(pieces, c, p_st, v, send=False))
+                recvs[head] = waits
+            start = pieces.add(blk, first_waits=recvs.pop("", []))
+            for head, waits in recvs.items():
+                pieces.extra.extend((start + blk.marks[head], w) for w in waits)
+            for p_st, p_pos, _, out_key in passes:
+                self._after_pass(pieces, c, (p_st, p_pos), (start, blk, out_key), last_bwd, grads)
                 if plan.overlap_grad_reduce:
                     reduces += [self._grad_reduce(pieces, s + m, p, e) for s, m, p, e in grads]
-                    grads = []
+                    grads.clear()
         end = pieces.last_compute()
         reduces += [self._grad_reduce(pieces, end, p, e) for _, _, p, e in grads]
         if self.model.tied_embeddings and plan.pp > 1 and stage in (0, plan.pp - 1):
@@ -199,6 +248,25 @@ class Generator:
         g, flops, nbytes = pieces.finish(rank, self.names.as_list(), groups, peers)
         g.world_size = plan.world
         return g, flops, nbytes, order
+
+    def _after_pass(
+        self,
+        pieces: Pieces,
+        c: Coords,
+        step: tuple[Step, int],
+        added: tuple[int, Frozen, str],
+        last_bwd: dict[int, int],
+        grads: list[tuple[int, int, int, bool]],
+    ) -> None:
+        """A pass's pipeline send and, after a chunk's last backward, its gradient buckets."""
+        (st, pos), (start, blk, out_key) = step, added
+        v = self.vstage(c.stage, st.chunk)
+        if (v < self.plan.pp * self.plan.vp - 1) if st.forward else (v > 0):
+            self._p2p(pieces, c, st, v, send=True, after=start + blk.marks[out_key])
+        if not st.forward and pos == last_bwd[st.chunk] and self.plan.zero in (0, 1):
+            for experts in (False, True):
+                for layer, params in self.buckets(v, experts):
+                    grads.append((start, blk.marks[f"layer{layer}"], params, experts))
 
     def _p2p(self, pieces: Pieces, c: Coords, st: Step, v: int, send: bool, after: int = -1) -> int:
         toward_next = st.forward == send

@@ -130,17 +130,7 @@ def layer_forward(
     """Append layer `index`'s forward (-1: a dense layer); its first kernel waits for
     `waits`. Returns the last node. A mixture-of-experts layer's MLP is `moe`'s."""
     T, h = ctx.T, ctx.h
-    ln = ew.norm(blk, ctx, f"{tag}.norm1", waits=waits)
-    ew.input_casts(blk, ctx, f"{tag}.qkv", T * h, 3)
-    gathered_gemm(blk, ctx, f"{tag}.qkv", (T, ctx.qkv_width, h), ln, None)
-    if ctx.model.position == "rope":
-        ew.rope(blk, ctx, f"{tag}.rope")
-    ew.repeat_kv(blk, ctx, f"{tag}.repeat_kv")
-    attention_fwd(blk, ctx, tag, _window(ctx, index))
-    _cast(blk, ctx, f"{tag}.proj", T * ctx.heads * ctx.d)
-    rs = _reduced_gemm(blk, ctx, f"{tag}.proj", (T, h, ctx.heads * ctx.d))
-    blk.compute(f"{tag}.residual1", *ctx.mem(ctx.T_sp * h * BF16 * 3), waits=rs)
-    ln2 = ew.norm(blk, ctx, f"{tag}.norm2")
+    ln2 = attn_forward(blk, ctx, tag, waits, index)
     if index >= 0 and ctx.model.is_moe_layer(index):
         from lumos.simulator.workload.moe import moe_forward
 
@@ -152,6 +142,25 @@ def layer_forward(
     ew.input_casts(blk, ctx, f"{tag}.fc2", T * ctx.ffn, 1)  # TE fuses it into the activation
     rs = _reduced_gemm(blk, ctx, f"{tag}.fc2", (T, h, ctx.ffn))
     return blk.compute(f"{tag}.residual2", *ctx.mem(ctx.T_sp * h * BF16 * 3), waits=rs)
+
+
+def attn_forward(
+    blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...] = (), index: int = -1
+) -> int:
+    """The attention half of layer `index`'s forward and the second norm; returns the
+    norm's node (what the MLP's input gather waits for)."""
+    T, h = ctx.T, ctx.h
+    ln = ew.norm(blk, ctx, f"{tag}.norm1", waits=waits)
+    ew.input_casts(blk, ctx, f"{tag}.qkv", T * h, 3)
+    gathered_gemm(blk, ctx, f"{tag}.qkv", (T, ctx.qkv_width, h), ln, None)
+    if ctx.model.position == "rope":
+        ew.rope(blk, ctx, f"{tag}.rope")
+    ew.repeat_kv(blk, ctx, f"{tag}.repeat_kv")
+    attention_fwd(blk, ctx, tag, _window(ctx, index))
+    _cast(blk, ctx, f"{tag}.proj", T * ctx.heads * ctx.d)
+    rs = _reduced_gemm(blk, ctx, f"{tag}.proj", (T, h, ctx.heads * ctx.d))
+    blk.compute(f"{tag}.residual1", *ctx.mem(ctx.T_sp * h * BF16 * 3), waits=rs)
+    return ew.norm(blk, ctx, f"{tag}.norm2")
 
 
 def _op_recompute(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...]) -> None:
@@ -239,6 +248,14 @@ def layer_backward(
         _row_backward(blk, ctx, f"{tag}.fc2", h, ctx.ffn)
         ew.activation(blk, ctx, f"{tag}.activation_bwd", backward=True)
         red = col_backward(blk, ctx, f"{tag}.fc1", ctx.up_width, h)
+    return attn_backward(blk, ctx, tag, red, index)
+
+
+def attn_backward(blk: Block, ctx: Ctx, tag: str, red: tuple[int, ...], index: int = -1) -> int:
+    """The backward of the second norm (after `red`, the MLP's input-gradient reduction)
+    and of layer `index`'s attention half; returns the last node."""
+    h = ctx.h
+    norms = "layernorm" in ctx.plan.selective_modules
     ew.norm(blk, ctx, f"{tag}.norm2_bwd", backward=True, waits=red)
     _row_backward(blk, ctx, f"{tag}.proj", h, ctx.heads * ctx.d)
     attention_bwd(blk, ctx, tag, _window(ctx, index))

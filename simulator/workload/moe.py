@@ -14,8 +14,11 @@ tiles and waves) → activation → FC2 grouped GEMM → unsort → [reduce-scat
 as a dense tensor-parallel MLP on the same tokens. Backward mirrors it: the combine's
 gradient all-to-all first, data- and weight-gradient grouped GEMMs, the dispatch's
 gradient all-to-all, the router's two GEMMs. All-to-alls run on the EP stream and the
-compute stream waits for them (no dispatcher overlap: Megatron's `moe_a2a_overlap` is
-not modelled).
+compute stream waits for them; with the plan's `a2a_overlap` (Megatron-Core's
+`overlap_moe_expert_parallel_comm`) a forward and a backward pass are merged layer by
+layer from the parts below (`route`, `dispatch`, `experts`, `combine`, `finish` and their
+backward counterparts) so that one's all-to-alls overlap the other's compute
+(`moe_overlap`).
 """
 
 from __future__ import annotations
@@ -114,12 +117,27 @@ def _etp(blk: Block, ctx: Ctx, name: str, kind: int, rows: int, after: int) -> i
 
 def moe_forward(blk: Block, ctx: Ctx, tag: str, ln: int) -> tuple[int, ...]:
     """Append the MoE MLP after the norm `ln`; returns what the residual add waits for."""
+    a2a = dispatch(blk, ctx, tag, route(blk, ctx, tag))
+    return finish(blk, ctx, tag, ln, combine(blk, ctx, tag, experts(blk, ctx, tag, a2a)))
+
+
+def route(blk: Block, ctx: Ctx, tag: str) -> int:
+    """Router GEMM, top-k and the permute (the local work before the dispatch)."""
     z, m, h = MoeSizes.of(ctx), ctx.model, ctx.h
     name = f"{tag}.moe"
     blk.compute(f"{name}.router", *ctx.gemm(ctx.T_sp, m.experts, h, "bf16"))
     blk.compute(f"{name}.topk", *ctx.mem(ctx.T_sp * m.experts * FP32 * 2))
-    perm = blk.compute(f"{name}.permute", *ctx.mem((ctx.T_sp + z.routed) * h * BF16))
-    a2a = _exchange(blk, ctx, f"{name}.dispatch", z.routed, perm)
+    return blk.compute(f"{name}.permute", *ctx.mem((ctx.T_sp + z.routed) * h * BF16))
+
+
+def dispatch(blk: Block, ctx: Ctx, tag: str, perm: int) -> int:
+    """The dispatch all-to-all after the permute `perm`."""
+    return _exchange(blk, ctx, f"{tag}.moe.dispatch", MoeSizes.of(ctx).routed, perm)
+
+
+def experts(blk: Block, ctx: Ctx, tag: str, a2a: int) -> int:
+    """The local experts on the dispatched rows (after `a2a`); returns the last node."""
+    z, h, name = MoeSizes.of(ctx), ctx.h, f"{tag}.moe"
     got = _etp(blk, ctx, f"{name}.dispatch_all_gather", ALL_GATHER, z.routed, a2a)
     got = _sort(blk, ctx, f"{name}.sort", z, got)
     _cast(blk, ctx, f"{name}.fc1", z.received * h)
@@ -127,13 +145,22 @@ def moe_forward(blk: Block, ctx: Ctx, tag: str, ln: int) -> tuple[int, ...]:
     blk.compute(f"{name}.activation", *ctx.mem(z.received * (z.up + z.ffn) * BF16))
     out = grouped_gemm(blk, ctx, f"{name}.fc2", (z.per_expert, h, z.ffn), z.local_experts)
     out = _sort(blk, ctx, f"{name}.unsort", z, out)
-    out = _etp(blk, ctx, f"{name}.combine_reduce_scatter", REDUCE_SCATTER, z.routed, out)
-    back = _exchange(blk, ctx, f"{name}.combine", z.routed, out)
+    return _etp(blk, ctx, f"{name}.combine_reduce_scatter", REDUCE_SCATTER, z.routed, out)
+
+
+def combine(blk: Block, ctx: Ctx, tag: str, out: int) -> int:
+    """The combine all-to-all after the experts' last node `out`."""
+    return _exchange(blk, ctx, f"{tag}.moe.combine", MoeSizes.of(ctx).routed, out)
+
+
+def finish(blk: Block, ctx: Ctx, tag: str, ln: int, back: int) -> tuple[int, ...]:
+    """The shared expert (on the norm `ln`) and the unpermute after the combine `back`;
+    returns what the residual add waits for."""
     waits: tuple[int, ...] = ()
-    if m.shared_ffn:
+    if ctx.model.shared_ffn:
         waits = _shared_forward(blk, ctx, tag, ln)
-    nbytes = (z.routed + ctx.T_sp) * h * BF16
-    return (*waits, blk.compute(f"{name}.unpermute", *ctx.mem(nbytes), waits=(back,)))
+    nbytes = (MoeSizes.of(ctx).routed + ctx.T_sp) * ctx.h * BF16
+    return (*waits, blk.compute(f"{tag}.moe.unpermute", *ctx.mem(nbytes), waits=(back,)))
 
 
 def _shared_widths(ctx: Ctx) -> tuple[int, int]:
@@ -151,16 +178,29 @@ def _shared_forward(blk: Block, ctx: Ctx, tag: str, ln: int) -> tuple[int, ...]:
 
 def moe_backward(blk: Block, ctx: Ctx, tag: str) -> tuple[int, ...]:
     """Append the MoE MLP's backward; returns what the norm's backward waits for."""
-    z, m, h = MoeSizes.of(ctx), ctx.model, ctx.h
-    name = f"{tag}.moe"
+    red, a2a = combine_bwd(blk, ctx, tag)
+    back = dispatch_bwd(blk, ctx, tag, experts_bwd(blk, ctx, tag, a2a))
+    return (*red, route_bwd(blk, ctx, tag, back))
+
+
+def combine_bwd(blk: Block, ctx: Ctx, tag: str) -> tuple[tuple[int, ...], int]:
+    """The shared expert's backward, the unpermute's and the combine's gradient
+    all-to-all: (the shared expert's input-gradient reductions, the all-to-all)."""
+    z, h, name = MoeSizes.of(ctx), ctx.h, f"{tag}.moe"
     red: tuple[int, ...] = ()
-    if m.shared_ffn:
+    if ctx.model.shared_ffn:
         ffn, up = _shared_widths(ctx)
         _row_backward(blk, ctx, f"{tag}.shared.fc2", h, ffn)
         blk.compute(f"{tag}.shared.activation_bwd", *ctx.mem(ctx.T * (2 * up + ffn) * BF16))
         red = col_backward(blk, ctx, f"{tag}.shared.fc1", up, h)
     grad = blk.compute(f"{name}.unpermute_bwd", *ctx.mem((2 * z.routed + ctx.T_sp) * h * BF16))
-    a2a = _exchange(blk, ctx, f"{name}.combine_bwd", z.routed, grad)
+    return red, _exchange(blk, ctx, f"{name}.combine_bwd", z.routed, grad)
+
+
+def experts_bwd(blk: Block, ctx: Ctx, tag: str, a2a: int) -> int:
+    """The local experts' data- and weight-gradient GEMMs after the combine's gradient
+    all-to-all `a2a`; returns the last node."""
+    z, h, name = MoeSizes.of(ctx), ctx.h, f"{tag}.moe"
     got = _etp(blk, ctx, f"{name}.combine_bwd_all_gather", ALL_GATHER, z.routed, a2a)
     got = _sort(blk, ctx, f"{name}.unsort_bwd", z, got)
     _cast(blk, ctx, f"{name}.fc2.grad", z.received * h)
@@ -175,13 +215,21 @@ def moe_backward(blk: Block, ctx: Ctx, tag: str) -> tuple[int, ...]:
     grouped_gemm(blk, ctx, f"{name}.fc1.dgrad", (z.per_expert, h, z.up), e)
     out = grouped_gemm(blk, ctx, f"{name}.fc1.wgrad", (z.up, h, z.per_expert), e, wgrad=True)
     out = _sort(blk, ctx, f"{name}.sort_bwd", z, out)
-    out = _etp(blk, ctx, f"{name}.dispatch_bwd_reduce_scatter", REDUCE_SCATTER, z.routed, out)
-    back = _exchange(blk, ctx, f"{name}.dispatch_bwd", z.routed, out)
+    return _etp(blk, ctx, f"{name}.dispatch_bwd_reduce_scatter", REDUCE_SCATTER, z.routed, out)
+
+
+def dispatch_bwd(blk: Block, ctx: Ctx, tag: str, out: int) -> int:
+    """The dispatch's gradient all-to-all after the experts' backward `out`."""
+    return _exchange(blk, ctx, f"{tag}.moe.dispatch_bwd", MoeSizes.of(ctx).routed, out)
+
+
+def route_bwd(blk: Block, ctx: Ctx, tag: str, back: int) -> int:
+    """The permute's, top-k's and router's backward after the all-to-all `back`."""
+    z, m, h, name = MoeSizes.of(ctx), ctx.model, ctx.h, f"{tag}.moe"
     nbytes = (z.routed + ctx.T_sp) * h * BF16
     blk.compute(f"{name}.permute_bwd", *ctx.mem(nbytes), waits=(back,))
     blk.compute(f"{name}.topk_bwd", *ctx.mem(ctx.T_sp * m.experts * FP32 * 3))
     blk.compute(f"{name}.router.dgrad", *ctx.gemm(ctx.T_sp, h, m.experts, "bf16"))
-    last = blk.compute(
+    return blk.compute(
         f"{name}.router.wgrad", *ctx.gemm(m.experts, h, ctx.T_sp, "bf16", wgrad=True)
     )
-    return (*red, last)

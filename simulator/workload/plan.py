@@ -20,6 +20,9 @@ group is `ep` ranks `etp` apart and the expert-data-parallel group (which reduce
 expert gradients) the remaining `tp·cp·dp / (etp·ep)`. With `ep` > 1 the placement is
 Megatron-Core's `tp-cp-ep-dp-pp` order (PP outermost, so an EP group of tp·ep <= 8 ranks
 stays inside a node): `rank = ((stage * dp + dp_i) * cp + cp_i) * tp + tp_i`.
+`a2a_overlap` is Megatron-Core's `overlap_moe_expert_parallel_comm` (Megatron-Bridge's
+`moe_a2a_overlap`): each steady-state forward runs merged with the next backward, layer by
+layer, so the all-to-alls of one overlap the other's compute (`moe_overlap`).
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ class ParallelPlan:
     ep: int = 1
     etp: int = 0
     recompute_modules: str = ""
+    a2a_overlap: bool = False
 
     @property
     def selective_modules(self) -> frozenset[str]:
@@ -193,7 +197,7 @@ class ParallelPlan:
 
     def _check_experts(self, model: ModelSpec) -> None:
         if not model.moe:
-            if self.ep > 1 or self.etp > 1:
+            if self.ep > 1 or self.etp > 1 or self.a2a_overlap:
                 raise ConfigError(f"plan: ep / etp need a mixture-of-experts model ({model.name})")
             return
         if self.ep < 1 or self.etp not in (0, 1, self.tp):
@@ -216,6 +220,20 @@ class ParallelPlan:
             raise ConfigError("plan: experts are modelled with the megatron framework only")
         if self.tp > 1 and not self.sequence_parallel:
             raise ConfigError("plan: Megatron-Core needs sequence parallelism for MoE with tp > 1")
+        self._check_a2a_overlap()
+
+    def _check_a2a_overlap(self) -> None:
+        """Megatron-Core's own checks of `overlap_moe_expert_parallel_comm`
+        (transformer_config.py): expert parallelism, no full recomputation, and the
+        interleaved schedule when pipelined."""
+        if not self.a2a_overlap:
+            return
+        if self.ep == 1:
+            raise ConfigError("plan: a2a_overlap needs expert parallelism (ep > 1)")
+        if self.recompute is Recompute.FULL:
+            raise ConfigError("plan: a2a_overlap needs recompute other than full (Megatron-Core)")
+        if self.pp > 1 and self.vp == 1:
+            raise ConfigError("plan: a2a_overlap with pp > 1 needs the interleaved schedule (vp)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -193,7 +193,8 @@ def estimate(
 
 MOE_ASSUMPTION = (
     "mixture of experts as Megatron-Core: all-to-all token dispatcher on the EP group, "
-    "balanced routing, grouped expert GEMMs, no all-to-all overlap, BF16 dispatch"
+    "balanced routing, grouped expert GEMMs, BF16 dispatch; all-to-alls overlapped with the "
+    "other micro-batch's compute only with a2a_overlap"
 )
 
 
