@@ -6,10 +6,11 @@ from pathlib import Path
 
 from lumos.converters.chakra.files import find_et_sources
 from lumos.converters.chakra.validate import validate_sources
+from lumos.converters.pytorch.convert import convert
 from lumos.proto import pb
 from lumos.simulator.whatif import nodes as nd
 from lumos.simulator.whatif.api import WhatIf, apply_edits, recover
-from lumos.simulator.whatif.etset import EtSet, simulate_etset, write_etset
+from lumos.simulator.whatif.etset import EtSet, load_etset, simulate_etset, write_etset
 from lumos.simulator.whatif.rebucket import rebucket
 from tests.simulator.whatif.ddp_builders import WORKERS, ddp_step
 
@@ -159,3 +160,21 @@ def test_layers_edit_pairs_collectives_the_trace_did_not_link_to_their_calls() -
     for c in _colls(edited):
         assert [ids[d].name for d in c.data_deps] == ["c10d::allreduce_"]
     assert simulate_etset(edited).iteration_time_ns > simulate_etset(rec.ets).iteration_time_ns
+
+
+CAPTURES = Path(__file__).resolve().parents[2] / "data" / "captures"
+
+
+def test_committed_ddp_capture_at_hidden_128_has_the_grids_measured_buckets(
+    tmp_path: Path,
+) -> None:
+    # the committed tiny GPT (hidden 64, sequence 32, bucket_cap_mb 0.1, torch 2.x, gloo):
+    # 4 buckets; edited to hidden 128 it has the 7 buckets the grid's base (hidden 128,
+    # sequence 64) was measured with, but the last: its position table is half as long
+    convert([CAPTURES / "ddp"], tmp_path)
+    rec = recover(load_etset(tmp_path))
+    assert len(_colls(rec.ets)) == 4
+    edited, notes = apply_edits(rec, WhatIf(hidden=128))
+    assert "(100,096, 133,376]" in notes[-1]
+    grid = [329216, 264192, 265216, 263680, 264192, 265216, 99328 - 32 * 128 * 4]
+    assert _sizes(edited) == grid
