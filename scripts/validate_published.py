@@ -186,6 +186,13 @@ def parse_moe(r: dict[str, str]) -> Row | str:
     release = re.search(r"Megatron-Bridge \((\d+)\.(\d+)\)", r["framework"])
     overlap = name in MEGATRON_BRIDGE_A2A_OVERLAP and release is not None
     overlap = overlap and (int(release[1]), int(release[2])) >= (25, 11)
+    # what the row itself states: its dispatcher (DeepEP / HybridEP: Megatron-Core's "flex")
+    # and its expert TP ("ETP 1" in the Megatron-MoE-ModelZoo notes)
+    said = f"{r.get('notes', '')} {r['framework']}"
+    flex = re.search(r"deepep|hybridep", said, re.I) is not None and int(r["ep"] or 1) > 1
+    etp = re.search(r"\bETP (\d+)", r.get("notes", ""))
+    if etp:
+        mb["etp"] = int(etp[1])
     try:
         model = load_model(name)
         plan = ParallelPlan.build(
@@ -206,6 +213,7 @@ def parse_moe(r: dict[str, str]) -> Row | str:
             recompute_modules=modules,
             sequence_parallel=r["sp"].lower().startswith("yes"),
             a2a_overlap=overlap,
+            dispatcher="flex" if flex else "alltoall",
         )
     except ConfigError as exc:
         return f"cannot express: {exc}"
@@ -276,7 +284,7 @@ def _plan_text(p: ParallelPlan) -> str:
         f"TP{p.tp} PP{p.pp}{f'v{p.vp}' if p.vp > 1 else ''} DP{p.dp}"
         f"{f' CP{p.cp}' if p.cp > 1 else ''}{f' EP{p.ep}' if p.ep > 1 else ''} mbs{p.mbs} {p.precision.value} {p.recompute.value}"
         f"{f'({p.recompute_modules})' if p.recompute_modules else ''}"
-        f"{' a2a-overlap' if p.a2a_overlap else ''}"
+        f"{' a2a-overlap' if p.a2a_overlap else ''}{' flex' if p.dispatcher == 'flex' else ''}"
         f"{' z3' if p.zero == 3 else ''}{' tpo' if p.tp_comm_overlap else ''}"
         f"{'' if p.framework == 'megatron' else ' ' + p.framework}"
     )

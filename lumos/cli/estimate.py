@@ -55,6 +55,13 @@ COUNT = click.IntRange(min=1)
 @click.option("--no-sp", is_flag=True, help="No sequence parallelism (TP all-reduces).")
 @click.option("--tp-overlap", is_flag=True, help="Overlap TP communication with the GEMMs.")
 @click.option(
+    "--dispatcher",
+    type=click.Choice(["alltoall", "flex"]),
+    default="alltoall",
+    show_default=True,
+    help="Mixture of experts: Megatron-Core's token dispatcher (flex: DeepEP / HybridEP).",
+)
+@click.option(
     "--a2a-overlap",
     is_flag=True,
     help="Mixture of experts: overlap the EP all-to-alls of one micro-batch with the other's "
@@ -120,6 +127,7 @@ def estimate_command(
     recompute_modules: str,
     no_sp: bool,
     tp_overlap: bool,
+    dispatcher: str,
     a2a_overlap: bool,
     no_grad_overlap: bool,
     no_param_overlap: bool,
@@ -162,6 +170,7 @@ def estimate_command(
         sequence_parallel=not no_sp,
         tp_comm_overlap=tp_overlap,
         a2a_overlap=a2a_overlap,
+        dispatcher=dispatcher,
         overlap_grad_reduce=not no_grad_overlap,
         overlap_param_gather=not no_param_overlap,
         flash_attention=not no_flash,

@@ -49,6 +49,7 @@ class MoeSizes:
     per_expert: int
     ffn: int  # one expert's FFN width on this rank (split over expert TP)
     up: int  # FC1 output width (x2 when gated)
+    sent: int  # rows one all-to-all moves per rank: `routed`, or tokens x ranks (flex)
 
     @classmethod
     def of(cls, ctx: Ctx) -> MoeSizes:
@@ -57,9 +58,23 @@ class MoeSizes:
         routed = ctx.T_sp * m.top_k
         received = routed * p.expert_tp
         ffn = m.moe_ffn // p.expert_tp
-        return cls(
-            local, routed, received, math.ceil(received / local), ffn, ffn * (2 if m.gated else 1)
-        )
+        sent = routed
+        if p.dispatcher == "flex":
+            sent = round(ctx.T_sp * distinct_ranks(m.experts, p.ep, m.top_k))
+        up = ffn * (2 if m.gated else 1)
+        return cls(local, routed, received, math.ceil(received / local), ffn, up, sent)
+
+
+def distinct_ranks(experts: int, ep: int, top_k: int) -> float:
+    """Expected EP ranks one token goes to when its `top_k` experts are drawn uniformly
+    without replacement (balanced routing) from `experts` spread evenly over `ep` ranks:
+    ep x (1 - C(experts - experts/ep, top_k) / C(experts, top_k))."""
+    missed = math.comb(experts - experts // ep, top_k) / math.comb(experts, top_k)
+    return ep * (1.0 - missed)
+
+
+def _flex(ctx: Ctx) -> bool:
+    return ctx.plan.dispatcher == "flex"
 
 
 def grouped_gemm(
@@ -95,6 +110,10 @@ def _sort(blk: Block, ctx: Ctx, name: str, z: MoeSizes, after: int) -> int:
     BF16 rows, only with more than one local expert (token_dispatcher.py,
     MoEAlltoAllTokenDispatcher: `sort_chunks_by_idxs` in `dispatch_postprocess` /
     `combine_preprocess` under `num_local_experts > 1`; fused or not, one pass)."""
+    if _flex(ctx):  # DeepEP: the arrived tokens permuted into (and back from) expert rows
+        local = name.replace("unsort", "unpermute_local").replace("sort", "permute_local")
+        nbytes = (z.sent + z.received) * ctx.h * BF16
+        return blk.compute(local, *ctx.mem(nbytes), waits=(after,))
     if z.local_experts == 1:
         return after
     return blk.compute(name, *ctx.mem(2 * z.received * ctx.h * BF16), waits=(after,))
@@ -126,13 +145,15 @@ def route(blk: Block, ctx: Ctx, tag: str) -> int:
     z, m, h = MoeSizes.of(ctx), ctx.model, ctx.h
     name = f"{tag}.moe"
     blk.compute(f"{name}.router", *ctx.gemm(ctx.T_sp, m.experts, h, "bf16"))
-    blk.compute(f"{name}.topk", *ctx.mem(ctx.T_sp * m.experts * FP32 * 2))
+    top = blk.compute(f"{name}.topk", *ctx.mem(ctx.T_sp * m.experts * FP32 * 2))
+    if _flex(ctx):  # DeepEP dispatches the tokens as they are and permutes on arrival
+        return top
     return blk.compute(f"{name}.permute", *ctx.mem((ctx.T_sp + z.routed) * h * BF16))
 
 
 def dispatch(blk: Block, ctx: Ctx, tag: str, perm: int) -> int:
     """The dispatch all-to-all after the permute `perm`."""
-    return _exchange(blk, ctx, f"{tag}.moe.dispatch", MoeSizes.of(ctx).routed, perm)
+    return _exchange(blk, ctx, f"{tag}.moe.dispatch", MoeSizes.of(ctx).sent, perm)
 
 
 def experts(blk: Block, ctx: Ctx, tag: str, a2a: int) -> int:
@@ -150,7 +171,7 @@ def experts(blk: Block, ctx: Ctx, tag: str, a2a: int) -> int:
 
 def combine(blk: Block, ctx: Ctx, tag: str, out: int) -> int:
     """The combine all-to-all after the experts' last node `out`."""
-    return _exchange(blk, ctx, f"{tag}.moe.combine", MoeSizes.of(ctx).routed, out)
+    return _exchange(blk, ctx, f"{tag}.moe.combine", MoeSizes.of(ctx).sent, out)
 
 
 def finish(blk: Block, ctx: Ctx, tag: str, ln: int, back: int) -> tuple[int, ...]:
@@ -159,6 +180,8 @@ def finish(blk: Block, ctx: Ctx, tag: str, ln: int, back: int) -> tuple[int, ...
     waits: tuple[int, ...] = ()
     if ctx.model.shared_ffn:
         waits = _shared_forward(blk, ctx, tag, ln)
+    if _flex(ctx):  # DeepEP's combine sums each token's copies in its kernel
+        return (*waits, back)
     nbytes = (MoeSizes.of(ctx).routed + ctx.T_sp) * ctx.h * BF16
     return (*waits, blk.compute(f"{tag}.moe.unpermute", *ctx.mem(nbytes), waits=(back,)))
 
@@ -193,8 +216,12 @@ def combine_bwd(blk: Block, ctx: Ctx, tag: str) -> tuple[tuple[int, ...], int]:
         _row_backward(blk, ctx, f"{tag}.shared.fc2", h, ffn)
         blk.compute(f"{tag}.shared.activation_bwd", *ctx.mem(ctx.T * (2 * up + ffn) * BF16))
         red = col_backward(blk, ctx, f"{tag}.shared.fc1", up, h)
-    grad = blk.compute(f"{name}.unpermute_bwd", *ctx.mem((2 * z.routed + ctx.T_sp) * h * BF16))
-    return red, _exchange(blk, ctx, f"{name}.combine_bwd", z.routed, grad)
+    if _flex(ctx):
+        grad = blk.last_compute
+    else:
+        nbytes = (2 * z.routed + ctx.T_sp) * h * BF16
+        grad = blk.compute(f"{name}.unpermute_bwd", *ctx.mem(nbytes))
+    return red, _exchange(blk, ctx, f"{name}.combine_bwd", z.sent, grad)
 
 
 def experts_bwd(blk: Block, ctx: Ctx, tag: str, a2a: int) -> int:
@@ -220,15 +247,16 @@ def experts_bwd(blk: Block, ctx: Ctx, tag: str, a2a: int) -> int:
 
 def dispatch_bwd(blk: Block, ctx: Ctx, tag: str, out: int) -> int:
     """The dispatch's gradient all-to-all after the experts' backward `out`."""
-    return _exchange(blk, ctx, f"{tag}.moe.dispatch_bwd", MoeSizes.of(ctx).routed, out)
+    return _exchange(blk, ctx, f"{tag}.moe.dispatch_bwd", MoeSizes.of(ctx).sent, out)
 
 
 def route_bwd(blk: Block, ctx: Ctx, tag: str, back: int) -> int:
     """The permute's, top-k's and router's backward after the all-to-all `back`."""
     z, m, h, name = MoeSizes.of(ctx), ctx.model, ctx.h, f"{tag}.moe"
     nbytes = (z.routed + ctx.T_sp) * h * BF16
-    blk.compute(f"{name}.permute_bwd", *ctx.mem(nbytes), waits=(back,))
-    blk.compute(f"{name}.topk_bwd", *ctx.mem(ctx.T_sp * m.experts * FP32 * 3))
+    if not _flex(ctx):
+        blk.compute(f"{name}.permute_bwd", *ctx.mem(nbytes), waits=(back,))
+    blk.compute(f"{name}.topk_bwd", *ctx.mem(ctx.T_sp * m.experts * FP32 * 3), waits=(back,))
     blk.compute(f"{name}.router.dgrad", *ctx.gemm(ctx.T_sp, h, m.experts, "bf16"))
     return blk.compute(
         f"{name}.router.wgrad", *ctx.gemm(m.experts, h, ctx.T_sp, "bf16", wgrad=True)

@@ -23,6 +23,8 @@ stays inside a node): `rank = ((stage * dp + dp_i) * cp + cp_i) * tp + tp_i`.
 `a2a_overlap` is Megatron-Core's `overlap_moe_expert_parallel_comm` (Megatron-Bridge's
 `moe_a2a_overlap`): each steady-state forward runs merged with the next backward, layer by
 layer, so the all-to-alls of one overlap the other's compute (`moe_overlap`).
+`dispatcher` is Megatron-Core's token dispatcher: `alltoall` (default) or `flex` (DeepEP /
+HybridEP: each token sent once per destination rank, permuted there; `moe`).
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ class ParallelPlan:
     etp: int = 0
     recompute_modules: str = ""
     a2a_overlap: bool = False
+    dispatcher: str = "alltoall"
 
     @property
     def selective_modules(self) -> frozenset[str]:
@@ -197,7 +200,7 @@ class ParallelPlan:
 
     def _check_experts(self, model: ModelSpec) -> None:
         if not model.moe:
-            if self.ep > 1 or self.etp > 1 or self.a2a_overlap:
+            if self.ep > 1 or self.etp > 1 or self.a2a_overlap or self.dispatcher != "alltoall":
                 raise ConfigError(f"plan: ep / etp need a mixture-of-experts model ({model.name})")
             return
         if self.ep < 1 or self.etp not in (0, 1, self.tp):
@@ -221,6 +224,14 @@ class ParallelPlan:
         if self.tp > 1 and not self.sequence_parallel:
             raise ConfigError("plan: Megatron-Core needs sequence parallelism for MoE with tp > 1")
         self._check_a2a_overlap()
+        if self.dispatcher not in ("alltoall", "flex"):
+            raise ConfigError(
+                f"plan: dispatcher must be 'alltoall' or 'flex', got {self.dispatcher!r}"
+            )
+        if self.dispatcher == "flex" and (self.ep == 1 or self.expert_tp > 1):
+            raise ConfigError(
+                "plan: the flex (DeepEP) dispatcher is modelled with ep > 1 and etp 1 only"
+            )
 
     def _check_a2a_overlap(self) -> None:
         """Megatron-Core's own checks of `overlap_moe_expert_parallel_comm`

@@ -81,3 +81,39 @@ def test_received_rows_sorted_by_local_expert_only_with_several() -> None:
     assert fwd["layer0.moe.sort"][1] < fwd["layer0.moe.fc1"][1] < fwd["layer0.moe.unsort"][1]
     one = _nodes(_gen(_plan(ep=8, dp=8)), True)
     assert not any(n.endswith(("sort", "unsort")) for n in one)
+
+
+def test_distinct_ranks_by_hand() -> None:
+    """8 experts on 4 ranks (2 each), top 2: a token misses a given rank when both its
+    experts lie among the other 6: C(6,2)/C(8,2) = 15/28; ranks reached 4 x 13/28."""
+    from lumos.simulator.workload.moe import distinct_ranks
+
+    assert distinct_ranks(8, 4, 2) == pytest.approx(4 * 13 / 28)
+    assert distinct_ranks(8, 8, 1) == pytest.approx(1.0)  # one expert: one rank
+    assert distinct_ranks(128, 8, 8) < 8 * (1 - (7 / 8) ** 8) + 0.1
+
+
+def test_flex_dispatcher_sends_each_token_once_per_rank_and_permutes_on_arrival() -> None:
+    """Megatron-Core's flex dispatcher (DeepEP): no permute before the dispatch, all-to-alls
+    of tokens x distinct ranks rows, the arrived tokens permuted into expert rows and back
+    (one read of each side), no unpermute after the combine (DeepEP's combine sums each
+    token's copies in its kernel), and the same on the gradients."""
+    from lumos.simulator.graph import COLL
+    from lumos.simulator.workload import generate
+    from lumos.simulator.workload.moe import distinct_ranks
+
+    sent = round(SEQ * distinct_ranks(8, 4, 2))
+    fwd = _nodes(_gen(_plan(dispatcher="flex")), True)
+    bwd = _nodes(_gen(_plan(dispatcher="flex")), False)
+    rows = SEQ * 2
+    assert not any(n.endswith(("moe.permute", "moe.unpermute", "sort")) for n in fwd)
+    assert not any(n.endswith(("permute_bwd", "unpermute_bwd", "sort_bwd")) for n in bwd)
+    for n in ("permute_local", "unpermute_local"):
+        assert fwd[f"layer0.moe.{n}"][0] == (sent + rows) * 64 * 2
+    for n in ("permute_local_bwd", "unpermute_local_bwd"):
+        assert bwd[f"layer0.moe.{n}"][0] == (sent + rows) * 64 * 2
+    (g,) = generate(_model(), _plan(dispatcher="flex"), "h100").graphs
+    a2a = g.comm_size[(g.type == COLL) & (g.stream == 28)]
+    assert set(a2a.tolist()) == {sent * 64 * 2} and len(a2a) == 8
+    with pytest.raises(Exception, match="flex"):
+        _plan(ep=1, dispatcher="flex")
