@@ -119,6 +119,17 @@ def _sort(blk: Block, ctx: Ctx, name: str, z: MoeSizes, after: int) -> int:
     return blk.compute(name, *ctx.mem(2 * z.received * ctx.h * BF16), waits=(after,))
 
 
+def _pad(blk: Block, ctx: Ctx, name: str, z: MoeSizes, after: int) -> int:
+    """Under FP8, dropless routing leaves each expert a row count FP8 GEMMs cannot take
+    (multiples of 16): Megatron-Core's TEGroupedMLP copies the rows into a padded buffer
+    before FC1 and back out after FC2 (`Fp8Padding` / `Fp8Unpadding`, TE's
+    `fused_multi_row_padding`; skipped with `moe_router_padding_for_fp8`, default off), and
+    the reverse on the gradients: one read and one write of the received rows each."""
+    if ctx.linear_dtype != "fp8":
+        return after
+    return blk.compute(name, *ctx.mem(2 * z.received * ctx.h * BF16), waits=(after,))
+
+
 def _exchange(blk: Block, ctx: Ctx, name: str, rows: int, after: int) -> int:
     """An all-to-all of `rows` hidden-size BF16 rows over the EP group (none at ep 1)."""
     if ctx.plan.ep == 1:
@@ -160,12 +171,12 @@ def experts(blk: Block, ctx: Ctx, tag: str, a2a: int) -> int:
     """The local experts on the dispatched rows (after `a2a`); returns the last node."""
     z, h, name = MoeSizes.of(ctx), ctx.h, f"{tag}.moe"
     got = _etp(blk, ctx, f"{name}.dispatch_all_gather", ALL_GATHER, z.routed, a2a)
-    got = _sort(blk, ctx, f"{name}.sort", z, got)
+    got = _pad(blk, ctx, f"{name}.fp8_pad", z, _sort(blk, ctx, f"{name}.sort", z, got))
     _cast(blk, ctx, f"{name}.fc1", z.received * h)
     grouped_gemm(blk, ctx, f"{name}.fc1", (z.per_expert, z.up, h), z.local_experts, waits=(got,))
     blk.compute(f"{name}.activation", *ctx.mem(z.received * (z.up + z.ffn) * BF16))
     out = grouped_gemm(blk, ctx, f"{name}.fc2", (z.per_expert, h, z.ffn), z.local_experts)
-    out = _sort(blk, ctx, f"{name}.unsort", z, out)
+    out = _sort(blk, ctx, f"{name}.unsort", z, _pad(blk, ctx, f"{name}.fp8_unpad", z, out))
     return _etp(blk, ctx, f"{name}.combine_reduce_scatter", REDUCE_SCATTER, z.routed, out)
 
 
@@ -230,6 +241,7 @@ def experts_bwd(blk: Block, ctx: Ctx, tag: str, a2a: int) -> int:
     z, h, name = MoeSizes.of(ctx), ctx.h, f"{tag}.moe"
     got = _etp(blk, ctx, f"{name}.combine_bwd_all_gather", ALL_GATHER, z.routed, a2a)
     got = _sort(blk, ctx, f"{name}.unsort_bwd", z, got)
+    got = _pad(blk, ctx, f"{name}.fp8_unpad_bwd", z, got)
     _cast(blk, ctx, f"{name}.fc2.grad", z.received * h)
     e = z.local_experts
     if "moe_act" in ctx.plan.selective_modules:  # FC2's input re-computed, not kept
@@ -241,7 +253,7 @@ def experts_bwd(blk: Block, ctx: Ctx, tag: str, a2a: int) -> int:
     _cast(blk, ctx, f"{name}.fc1.grad", z.received * z.up)
     grouped_gemm(blk, ctx, f"{name}.fc1.dgrad", (z.per_expert, h, z.up), e)
     out = grouped_gemm(blk, ctx, f"{name}.fc1.wgrad", (z.up, h, z.per_expert), e, wgrad=True)
-    out = _sort(blk, ctx, f"{name}.sort_bwd", z, out)
+    out = _sort(blk, ctx, f"{name}.sort_bwd", z, _pad(blk, ctx, f"{name}.fp8_pad_bwd", z, out))
     return _etp(blk, ctx, f"{name}.dispatch_bwd_reduce_scatter", REDUCE_SCATTER, z.routed, out)
 
 

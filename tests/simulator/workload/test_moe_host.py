@@ -117,3 +117,17 @@ def test_flex_dispatcher_sends_each_token_once_per_rank_and_permutes_on_arrival(
     assert set(a2a.tolist()) == {sent * 64 * 2} and len(a2a) == 8
     with pytest.raises(Exception, match="flex"):
         _plan(ep=1, dispatcher="flex")
+
+
+def test_fp8_expert_rows_padded_and_unpadded_around_the_grouped_gemms() -> None:
+    """Megatron-Core's TEGroupedMLP under FP8 (dropless routing, `moe_router_padding_for_fp8`
+    off): the rows are copied into a 16-aligned buffer before FC1 and out after FC2, and
+    the reverse on the gradients — one read and one write of rows x hidden BF16 each;
+    nothing of the kind in BF16."""
+    rows = SEQ * 2
+    fwd = _nodes(_gen(_plan(precision="fp8")), True)
+    bwd = _nodes(_gen(_plan(precision="fp8")), False)
+    assert fwd["layer0.moe.fp8_pad"][0] == fwd["layer0.moe.fp8_unpad"][0] == 2 * rows * 64 * 2
+    assert fwd["layer0.moe.fp8_pad"][1] < fwd["layer0.moe.fc1"][1] < fwd["layer0.moe.fp8_unpad"][1]
+    assert {"layer0.moe.fp8_unpad_bwd", "layer0.moe.fp8_pad_bwd"} <= set(bwd)
+    assert not any("fp8_pad" in n or "fp8_unpad" in n for n in _nodes(_gen(_plan()), True))
