@@ -12,8 +12,11 @@ as the trace did, only with pieces repeated, dropped or reordered:
 * any other dependency (a kernel on its launch, a collective on the op that issued it)
   points at the newest copy of that node emitted so far, and is dropped if there is none.
 
-`comm_seq` is renumbered per process group in emission order, so collectives still match
-across ranks when every rank gets the same edit.
+`comm_seq` is renumbered per process group in emission order of the pieces, and within a
+piece in the traced `comm_seq` order (a rank's collectives on two gloo worker threads, or
+streams, are emitted in node order, which can differ between ranks while their traced
+sequence numbers agree), so collectives still match across ranks when every rank gets the
+same edit.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ def assemble(
     latest: dict[int, int] = {}
     last_on: dict[nd.Proc, int] = {}
     out: list[pb.Node] = []
-    for piece in pieces:
+    piece_of: list[int] = []
+    for k, piece in enumerate(pieces):
         local: dict[int, int] = {}
         for n in piece:
             known.setdefault(n.id, nd.processor(n))
@@ -57,10 +61,11 @@ def assemble(
             c.data_deps.extend(data)
             c.ctrl_deps.extend(d for d in ctrl if d not in data)
             out.append(c)
+            piece_of.append(k)
             local[n.id] = new_id
             latest[n.id] = new_id
             last_on[proc] = new_id
-    _renumber_comm_seq(out)
+    _renumber_comm_seq(out, piece_of)
     return tuple(out)
 
 
@@ -86,13 +91,19 @@ def _remap(
     return new
 
 
-def _renumber_comm_seq(nodes: Sequence[pb.Node]) -> None:
+def _renumber_comm_seq(nodes: Sequence[pb.Node], piece_of: Sequence[int]) -> None:
+    """Number each group's collectives 0, 1, ... by (piece, traced `comm_seq`, emission)."""
+    colls = [
+        (piece_of[i], nd.int_attr(n, cv.COMM_SEQ), i)
+        for i, n in enumerate(nodes)
+        if n.type == pb.COMM_COLL_NODE and nd.attr(n, cv.COMM_SEQ) is not None
+    ]
     seq: dict[str, int] = {}
-    for n in nodes:
-        if n.type == pb.COMM_COLL_NODE and nd.attr(n, cv.COMM_SEQ) is not None:
-            key = str(nd.attr(n, "pg_name", "")) + "|" + str(nd.attr(n, cv.PG_RANKS, ""))
-            nd.put(n, cv.COMM_SEQ, seq.get(key, 0), "int64_val")
-            seq[key] = seq.get(key, 0) + 1
+    for _, _, i in sorted(colls):
+        n = nodes[i]
+        key = str(nd.attr(n, "pg_name", "")) + "|" + str(nd.attr(n, cv.PG_RANKS, ""))
+        nd.put(n, cv.COMM_SEQ, seq.get(key, 0), "int64_val")
+        seq[key] = seq.get(key, 0) + 1
 
 
 def source_procs(nodes: Iterable[pb.Node]) -> dict[int, nd.Proc]:

@@ -6,6 +6,15 @@ layers' layer norms (`[B, S, H]`) and the head count from the attention inputs
 dimension equal to a traced size becomes the new size (hidden: H, 3H for fused QKV, 4H
 for the MLP, H/heads; sequence: S and the flattened B·S), so every op's new shapes — and
 from them its FLOPs and bytes — follow from the traced ones.
+
+Sizes can coincide (a sequence of 128 at hidden 128; B·S = 4·128 = 512 = the MLP's 4H;
+a head size equal to S), so a value alone does not say which axis a dimension is. Two
+rules settle the common layouts: an activation `[B, S, X]` (leading B) has the sequence
+in its middle dimension and features in its last, an attention tensor `[B, heads, S, D]`
+the sequence in its third (its fourth only when D is not S); and a sequence or batch
+edit leaves alone the tensors whose storage the optimizer updates (parameters, their
+gradients and states: `frozen`, read from the host ET's tensor ids by `param_storages`),
+whatever their shape.
 """
 
 from __future__ import annotations
@@ -60,34 +69,121 @@ def infer_dims(nodes: Iterable[pb.Node]) -> ModelDims | None:
 
 @dataclass(frozen=True, slots=True)
 class DimMap:
-    """Rewrite of tensor dimensions: {old size: new size} (other sizes stay)."""
+    """Rewrite of tensor dimensions: {old size: new size} (other sizes stay).
+
+    `axis` ("hidden", "seq" or "batch") and `dims` turn on the layout rules of the module
+    doc; `frozen` holds the storage ids whose tensors keep their shapes (see
+    `with_frozen`)."""
 
     sizes: Mapping[int, int]
     leading_only: bool = False  # rewrite only each tensor's first dimension (batch)
+    axis: str = ""
+    dims: ModelDims | None = None
+    frozen: frozenset[int] = frozenset()
 
-    def shape(self, dims: list[object]) -> list[object]:
+    def with_frozen(self, storages: frozenset[int]) -> DimMap:
+        """This map for one rank whose parameters live in these storages: a sequence or
+        batch edit leaves them as they are, a hidden edit rewrites them by value."""
+        return DimMap(self.sizes, self.leading_only, self.axis, self.dims, storages)
+
+    def _axes(self, dims: list[object]) -> set[int] | None:
+        """The positions this map may rewrite in `dims` (None: any, by value)."""
+        d = self.dims
+        if d is None or not self.axis or not dims:
+            return None
+        tokens = d.batch * d.seq
+        if len(dims) == 2 and tokens in dims:  # [B·S, X] rows, or [X, B·S] (weight grads)
+            at = 0 if dims[0] == tokens else 1
+            return {at} if self.axis == "seq" else {1 - at}
+        if dims[0] != d.batch:
+            return None
+        if len(dims) == 3 and self.axis != "batch":  # [B, S, X]
+            return {1} if self.axis == "seq" else {2}
+        if len(dims) == 4 and dims[1] == d.heads and d.heads > 1:  # [B, heads, S, D]
+            head = d.hidden // d.heads
+            if self.axis == "seq":
+                return {2} if head == d.seq else {2, 3}
+            return {3} if self.axis == "hidden" else None
+        return None
+
+    def shape(self, dims: list[object], by_value: bool = False) -> list[object]:
+        axes = None if by_value else self._axes(dims)
         return [
             self.sizes.get(d, d)
-            if isinstance(d, int) and not isinstance(d, bool) and (k == 0 or not self.leading_only)
+            if isinstance(d, int)
+            and not isinstance(d, bool)
+            and (k == 0 or not self.leading_only)
+            and (axes is None or k in axes)
             else d
             for k, d in enumerate(dims)
         ]
 
-    def rewrite(self, shapes_text: str) -> str:
-        """The shapes string of an op with every tensor's dimensions rewritten."""
+    def rewrite(self, shapes_text: str, values_text: str = "") -> str:
+        """The shapes string of an op with every tensor's dimensions rewritten (tensors
+        whose value, in `values_text`, names a frozen storage stay)."""
         try:
             shapes = json.loads(shapes_text)
         except ValueError:
             return shapes_text
+        values: object = None
+        if values_text:
+            try:
+                values = json.loads(values_text)
+            except ValueError:
+                values = None
 
-        def walk(x: object) -> object:
+        def walk(x: object, v: object) -> object:
             if isinstance(x, list) and x and all(isinstance(d, int) for d in x):
-                return self.shape(x)
+                if _storage(v) not in self.frozen:
+                    return self.shape(x)
+                return x if self.axis in ("seq", "batch") else self.shape(x, by_value=True)
             if isinstance(x, list):
-                return [walk(y) for y in x]
+                vs = v if isinstance(v, list) and len(v) == len(x) else [None] * len(x)
+                return [walk(y, w) for y, w in zip(x, vs, strict=True)]
             return x
 
-        return json.dumps(walk(shapes), separators=(",", ":"))
+        return json.dumps(walk(shapes, values), separators=(",", ":"))
+
+
+def _storage(value: object) -> int | None:
+    """The storage id of a host-ET tensor value `[id, storage, offset, numel, size, device]`."""
+    if isinstance(value, list) and len(value) == 6 and isinstance(value[1], int):
+        return int(value[1])
+    return None
+
+
+def _tensors(values_text: str) -> list[tuple[int, int]]:
+    """(tensor id, storage id) of every tensor value of an op's inputs."""
+    try:
+        values = json.loads(values_text)
+    except ValueError:
+        return []
+    out, stack = [], [values]
+    while stack:
+        v = stack.pop()
+        sid = _storage(v)
+        if sid is not None and isinstance(v, list) and isinstance(v[0], int):
+            out.append((int(v[0]), sid))
+        elif isinstance(v, list):
+            stack.extend(v)
+    return out
+
+
+def param_storages(nodes: Iterable[pb.Node]) -> frozenset[int]:
+    """Storages of the parameters: taken by the optimizer and by ops outside it, and
+    never allocated in the step (never the output of an op that does not also take it:
+    views and in-place ops keep their input's storage). Ids are reused once a tensor is
+    freed (an optimizer temporary can get a freed activation's ids); a parameter lives
+    through the step, so its storage is never handed out again. Views of a parameter (a
+    weight's transpose in a GEMM) share its storage."""
+    used: dict[bool, set[int]] = {True: set(), False: set()}
+    allocated: set[int] = set()
+    for n in nodes:
+        ins = {sid for _, sid in _tensors(n.inputs.values)} if n.inputs.values else set()
+        used[nd.tags(n)[0] == "optim"].update(ins)
+        if n.outputs.values:
+            allocated.update(sid for _, sid in _tensors(n.outputs.values) if sid not in ins)
+    return frozenset((used[True] & used[False]) - allocated)
 
 
 def hidden_map(d: ModelDims, hidden: int, ffn: int | None = None) -> DimMap:
@@ -95,17 +191,17 @@ def hidden_map(d: ModelDims, hidden: int, ffn: int | None = None) -> DimMap:
     sizes = {d.hidden: hidden, 3 * d.hidden: 3 * hidden, 4 * d.hidden: ffn or 4 * hidden}
     if d.heads > 1 and d.hidden % d.heads == 0 and hidden % d.heads == 0:
         sizes.setdefault(d.hidden // d.heads, hidden // d.heads)
-    return DimMap({k: v for k, v in sizes.items() if k != v})
+    return DimMap({k: v for k, v in sizes.items() if k != v}, axis="hidden", dims=d)
 
 
 def seq_map(d: ModelDims, seq: int) -> DimMap:
     """Sequence length S -> `seq` (and the flattened batch·S rows of the GEMMs)."""
     sizes = {d.seq: seq, d.batch * d.seq: d.batch * seq}
-    return DimMap({k: v for k, v in sizes.items() if k != v})
+    return DimMap({k: v for k, v in sizes.items() if k != v}, axis="seq", dims=d)
 
 
 def batch_map(d: ModelDims, batch: int) -> DimMap:
     """Batch B -> `batch` (micro-batching; also the flattened B·S rows), on leading
     dimensions only (a head count equal to B stays)."""
     sizes = {d.batch: batch, d.batch * d.seq: batch * d.seq}
-    return DimMap({k: v for k, v in sizes.items() if k != v}, leading_only=True)
+    return DimMap({k: v for k, v in sizes.items() if k != v}, leading_only=True, axis="batch")

@@ -19,7 +19,7 @@ from lumos.converters.ops.cost import OpCost
 from lumos.proto import pb
 from lumos.simulator.costmodel.roofline import CostModel
 from lumos.simulator.whatif import nodes as nd
-from lumos.simulator.whatif.dims import DimMap
+from lumos.simulator.whatif.dims import DimMap, param_storages
 from lumos.simulator.whatif.etset import EtSet, RankEt
 from lumos.simulator.whatif.netfit import NetworkFit, fit_network
 from lumos.simulator.whatif.ops import cost_of, op_groups
@@ -66,13 +66,14 @@ def reshape_rank(
 ) -> RankEt:
     """One rank with shapes rewritten and work re-timed (see module doc)."""
     nodes = [nd.clone(n) for n in r.nodes]
+    dmap = dmap.with_frozen(param_storages(r.nodes))
     gpu = any(nd.on_gpu(n) for n in nodes)
     if not gpu and fit is None:
         fit = trace_fit(r)
     for g in op_groups(r):
         inputs = r.nodes[g.inputs_at].inputs
         old = cost_of(g.name, inputs)
-        new = cost_of(g.name, inputs, dmap.rewrite(inputs.shapes))
+        new = cost_of(g.name, inputs, dmap.rewrite(inputs.shapes, inputs.values))
         if old is None or new is None:
             continue
         if gpu and model is not None:
@@ -85,7 +86,7 @@ def reshape_rank(
             nd.set_duration(nodes[i], round(nd.duration(nodes[i]) * ratio))
     for n in nodes:
         if n.inputs.shapes:
-            n.inputs.shapes = dmap.rewrite(n.inputs.shapes)
+            n.inputs.shapes = dmap.rewrite(n.inputs.shapes, n.inputs.values)
         if nd.is_comm(n) and comm_scale is not None:
             factor = comm_scale(n)
             if factor != 1.0:

@@ -239,14 +239,17 @@ def recover_rank(r: RankEt) -> RankStructure:
 
 
 def _harmonize(ets: EtSet, by_rank: dict[int, RankStructure]) -> None:
-    """Give the k-th collective of a process group the tags it has on the group's lowest
-    rank on every member, so every rank's edit keeps or copies the same collectives."""
+    """Give the k-th collective of a process group (by `comm_seq`, the order collectives
+    match in, where every one has it; else node order) the tags it has on the group's
+    lowest rank on every member, so every rank's edit keeps or copies the same ones."""
     ref: dict[tuple[str, int], tuple[str, int, int]] = {}
     for r in ets.ranks:
         s, seen = by_rank[r.rank], Counter[str]()
-        for i, n in enumerate(r.nodes):
-            if n.type != pb.COMM_COLL_NODE:
-                continue
+        colls = [i for i, n in enumerate(r.nodes) if n.type == pb.COMM_COLL_NODE]
+        if all(nd.attr(r.nodes[i], cv.COMM_SEQ) is not None for i in colls):
+            colls.sort(key=lambda i: nd.int_attr(r.nodes[i], cv.COMM_SEQ))  # how they match
+        for i in colls:
+            n = r.nodes[i]
             key = str(nd.attr(n, "pg_name", "")) + str(nd.attr(n, cv.PG_RANKS, ""))
             k = (key, seen[key])
             seen[key] += 1

@@ -253,3 +253,45 @@ def test_layers_and_tp_compose_in_either_order(gpu: bool) -> None:
     b = set_layers(apply_edits(rec, WhatIf(tp=2))[0], 5)
     assert [len(r.nodes) for r in a.ranks] == [len(r.nodes) for r in b.ranks]
     assert abs(_time(a) - _time(b)) <= 0.005 * _time(a)
+
+
+def _with_comm_seq(ets: EtSet, order: dict[int, list[int]]) -> EtSet:
+    """Each rank's collectives numbered by `comm_seq` in `order[rank]` (node order on
+    ranks not named), each sized by its sequence number so a mismatch shows, and run on
+    two worker threads in turn (as gloo does)."""
+    ranks = []
+    for r in ets.ranks:
+        nodes, k = [], 0
+        seqs = order.get(r.rank)
+        for n in r.nodes:
+            if n.type == pb.COMM_COLL_NODE:
+                n = nd.clone(n)
+                seq = seqs[k] if seqs else k
+                nd.put(n, "comm_seq", seq, "int64_val")
+                nd.put(n, "comm_size", 4096 * (seq + 1), "int64_val")
+                nd.put(n, "tid", nd.int_attr(n, "tid") + k % 2, "int64_val")
+                del n.ctrl_deps[:]  # no order across the two threads: each waits for its call
+                k += 1
+            nodes.append(n)
+        ranks.append(RankEt(r.rank, r.metadata, tuple(nodes)))
+    return EtSet(tuple(ranks), ets.source)
+
+
+def test_layers_edit_keeps_collectives_matched_when_ranks_list_them_in_another_order() -> None:
+    # gloo runs a rank's collectives on two worker threads: rank 1's ET lists its second
+    # and third all-reduce the other way round; comm_seq (the issue order) still matches
+    base = training_step(layers=4, ranks=2, ddp=True)
+    ets = _with_comm_seq(base, {1: [0, 2, 1, 3]})
+    assert simulate_etset(ets).iteration_time_ns > 0  # the trace itself matches by comm_seq
+    for layers in (2, 3, 6):
+        edited, _ = apply_edits(recover(ets, normalise=False), WhatIf(layers=layers))
+        by_seq = [
+            sorted(
+                (nd.int_attr(n, "comm_seq"), nd.int_attr(n, "comm_size"))
+                for n in r.nodes
+                if n.type == pb.COMM_COLL_NODE
+            )
+            for r in edited.ranks
+        ]
+        assert by_seq[0] == by_seq[1] and len(by_seq[0]) == layers
+        assert simulate_etset(edited).iteration_time_ns > 0

@@ -1,0 +1,85 @@
+"""Shape rewrites when the model's sizes coincide (`whatif.dims`): which axis a dimension
+is comes from the tensor's layout and from whether it is a parameter, not its value
+alone (host-ET tensor values `[id, storage, offset, numel, itemsize, device]`)."""
+
+from __future__ import annotations
+
+import json
+
+from lumos.proto import pb
+from lumos.simulator.whatif import nodes as nd
+from lumos.simulator.whatif.dims import ModelDims, hidden_map, param_storages, seq_map
+
+# the grid's sequence-128 capture: B 4, S 128, H 128, 4 heads -> B.S = 512 = 4H, S = H
+DIMS = ModelDims(batch=4, seq=128, hidden=128, heads=4)
+W_FC1, W_QKV, ACT, ACT2 = 10, 11, 20, 21  # storages: two weights, two activations
+
+
+def _t(tid: int, storage: int, numel: int) -> list[object]:
+    return [tid, storage, 0, numel, 4, "cpu"]
+
+
+def _op(
+    name: str, shapes: list[object], values: list[object], phase: str, out: list[object]
+) -> pb.Node:
+    n = pb.Node(name=name, type=pb.COMP_NODE)
+    n.inputs.shapes = json.dumps(shapes)
+    n.inputs.values = json.dumps(values)
+    n.outputs.values = json.dumps(out)
+    nd.set_tags(n, phase, 0 if phase != "optim" else -1, -1)
+    return n
+
+
+def _step() -> list[pb.Node]:
+    fc1, qkv = _t(1, W_FC1, 65536), _t(2, W_QKV, 49152)
+    x, h = _t(30, ACT, 65536), _t(31, ACT2, 262144)
+    temp = _t(40, ACT, 65536)  # an optimizer temporary that got the freed activation's ids
+    return [
+        _op("aten::t", [[512, 128]], [fc1], "fwd", [_t(3, W_FC1, 65536)]),
+        _op("aten::mm", [[512, 128], [128, 512]], [x, _t(3, W_FC1, 65536)], "fwd", [h]),
+        _op("aten::mm", [[512, 512], [512, 128]], [h, fc1], "bwd", [_t(32, 22, 65536)]),
+        _op("aten::sqrt", [[512, 128]], [_t(41, 23, 65536)], "optim", [temp]),
+        _op(
+            "aten::addcdiv_",
+            [[512, 128], [512, 128], [512, 128], []],
+            [fc1, temp, temp, 1],
+            "optim",
+            [fc1],
+        ),
+        _op(
+            "aten::addcdiv_",
+            [[384, 128], [384, 128], [384, 128], []],
+            [qkv, qkv, qkv, 1],
+            "optim",
+            [qkv],
+        ),
+        _op("aten::linear", [[128, 384]], [qkv], "fwd", [_t(50, 24, 1)]),
+    ]
+
+
+def test_parameters_are_the_storages_the_optimizer_updates_and_the_step_never_allocates() -> None:
+    # the activation's storage came back as an optimizer temporary: not a parameter
+    assert param_storages(_step()) == {W_FC1, W_QKV}
+
+
+def test_sequence_edit_when_tokens_equal_the_mlp_width_and_sequence_the_hidden_size() -> None:
+    step = _step()
+    m = seq_map(DIMS, 64).with_frozen(param_storages(step))
+    fwd, bwd = step[1], step[2]
+    # activations shrink along their token rows only; the weight [4H, H] = [512, 128] stays
+    assert json.loads(m.rewrite(fwd.inputs.shapes, fwd.inputs.values)) == [[256, 128], [128, 512]]
+    assert json.loads(m.rewrite(bwd.inputs.shapes, bwd.inputs.values)) == [[256, 512], [512, 128]]
+    # an activation [B, S, H] with S = H: only the middle dimension is the sequence
+    assert m.shape([4, 128, 128]) == [4, 64, 128]
+    # attention [B, heads, S, D]
+    assert m.shape([4, 4, 128, 32]) == [4, 4, 64, 32]
+
+
+def test_hidden_edit_when_tokens_equal_the_mlp_width() -> None:
+    step = _step()
+    m = hidden_map(DIMS, 256).with_frozen(param_storages(step))
+    fwd, bwd = step[1], step[2]
+    # token rows stay 512 although 512 is also the old 4H; weights change by value
+    assert json.loads(m.rewrite(fwd.inputs.shapes, fwd.inputs.values)) == [[512, 256], [256, 1024]]
+    assert json.loads(m.rewrite(bwd.inputs.shapes, bwd.inputs.values)) == [[512, 1024], [1024, 256]]
+    assert m.shape([4, 128, 128]) == [4, 128, 256]
