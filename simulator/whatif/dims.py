@@ -12,9 +12,9 @@ a head size equal to S), so a value alone does not say which axis a dimension is
 rules settle the common layouts: an activation `[B, S, X]` (leading B) has the sequence
 in its middle dimension and features in its last, an attention tensor `[B, heads, S, D]`
 the sequence in its third (its fourth only when D is not S); and a sequence or batch
-edit leaves alone the tensors whose storage the optimizer updates (parameters, their
-gradients and states: `frozen`, read from the host ET's tensor ids by `param_storages`),
-whatever their shape.
+edit leaves alone the weight-shaped tensors (parameters and their gradients: `frozen`,
+read from the host ET's tensor ids by `param_storages`), whatever their shape, and a
+hidden edit rewrites them by value.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lumos.proto import pb
 from lumos.simulator.whatif import nodes as nd
@@ -79,12 +79,17 @@ class DimMap:
     leading_only: bool = False  # rewrite only each tensor's first dimension (batch)
     axis: str = ""
     dims: ModelDims | None = None
-    frozen: frozenset[int] = frozenset()
+    frozen: Mapping[int, int] = field(default_factory=dict)
 
-    def with_frozen(self, storages: frozenset[int]) -> DimMap:
+    def with_frozen(self, storages: Mapping[int, int]) -> DimMap:
         """This map for one rank whose parameters live in these storages: a sequence or
         batch edit leaves them as they are, a hidden edit rewrites them by value."""
         return DimMap(self.sizes, self.leading_only, self.axis, self.dims, storages)
+
+    def _is_frozen(self, value: object) -> bool:
+        """A parameter (or a view of the same size: a transpose), not a broadcast of one."""
+        sid = _storage(value)
+        return sid is not None and self.frozen.get(sid, -2) == _numel(value)
 
     def _axes(self, dims: list[object]) -> set[int] | None:
         """The positions this map may rewrite in `dims` (None: any, by value)."""
@@ -97,7 +102,7 @@ class DimMap:
             return {at} if self.axis == "seq" else {1 - at}
         if dims[0] != d.batch:
             return None
-        if len(dims) == 3 and self.axis != "batch":  # [B, S, X]
+        if len(dims) == 3 and self.axis != "batch" and dims[1] == d.seq:  # [B, S, X]
             return {1} if self.axis == "seq" else {2}
         if len(dims) == 4 and dims[1] == d.heads and d.heads > 1:  # [B, heads, S, D]
             head = d.hidden // d.heads
@@ -134,7 +139,7 @@ class DimMap:
 
         def walk(x: object, v: object) -> object:
             if isinstance(x, list) and x and all(isinstance(d, int) for d in x):
-                if _storage(v) not in self.frozen:
+                if not self._is_frozen(v):
                     return self.shape(x)
                 return x if self.axis in ("seq", "batch") else self.shape(x, by_value=True)
             if isinstance(x, list):
@@ -143,6 +148,14 @@ class DimMap:
             return x
 
         return json.dumps(walk(shapes, values), separators=(",", ":"))
+
+
+def _numel(value: object) -> int:
+    return (
+        int(value[3])
+        if isinstance(value, list) and len(value) == 6 and isinstance(value[3], int)
+        else -1
+    )
 
 
 def _storage(value: object) -> int | None:
@@ -169,21 +182,49 @@ def _tensors(values_text: str) -> list[tuple[int, int]]:
     return out
 
 
-def param_storages(nodes: Iterable[pb.Node]) -> frozenset[int]:
-    """Storages of the parameters: taken by the optimizer and by ops outside it, and
-    never allocated in the step (never the output of an op that does not also take it:
-    views and in-place ops keep their input's storage). Ids are reused once a tensor is
-    freed (an optimizer temporary can get a freed activation's ids); a parameter lives
-    through the step, so its storage is never handed out again. Views of a parameter (a
-    weight's transpose in a GEMM) share its storage."""
-    used: dict[bool, set[int]] = {True: set(), False: set()}
-    allocated: set[int] = set()
+def param_storages(nodes: Iterable[pb.Node], seq: int = -1) -> dict[int, int]:
+    """Storages of the parameters and optimizer states: the tensor an optimizer's in-place
+    update takes first (`addcdiv_`, `lerp_`, `addcmul_`, `mul_`, ...; not `add_`, which
+    AdamW also applies to a temporary — ids are reused once a tensor is freed, so a
+    temporary can carry a freed activation's storage id), where ops outside the
+    optimizer take it too. Views of a parameter (a weight's transpose in a GEMM) share
+    its storage. A learned position table (`seq` rows, looked up by an embedding op)
+    grows with the sequence: not counted. Returns {storage: the parameter's elements}."""
+    outside: set[int] = set()
+    updated: dict[int, int] = {}
+    tables: set[int] = set()
     for n in nodes:
-        ins = {sid for _, sid in _tensors(n.inputs.values)} if n.inputs.values else set()
-        used[nd.tags(n)[0] == "optim"].update(ins)
-        if n.outputs.values:
-            allocated.update(sid for _, sid in _tensors(n.outputs.values) if sid not in ins)
-    return frozenset((used[True] & used[False]) - allocated)
+        if not n.inputs.values:
+            continue
+        if nd.tags(n)[0] == "optim":
+            first = _shape_list(n.inputs.values)[:1]
+            if (
+                n.name.endswith("_")
+                and not n.name.endswith("add_")
+                and _storage(first[0] if first else None) is not None
+            ):
+                updated[_storage(first[0]) or 0] = int(first[0][3])  # type: ignore[index]
+            continue
+        outside.update(sid for _, sid in _tensors(n.inputs.values))
+        if "embedding" in n.name or "index_select" in n.name:
+            shapes = _shape_list(n.inputs.shapes)
+            if shapes and isinstance(shapes[0], list) and shapes[0][:1] == [seq]:
+                tables.add(_first_storage(n.inputs.values))
+    return {k: v for k, v in updated.items() if k in outside and k not in tables}
+
+
+def _shape_list(text: str) -> list[object]:
+    try:
+        value = json.loads(text) if text else []
+    except ValueError:
+        return []
+    return value if isinstance(value, list) else []
+
+
+def _first_storage(values_text: str) -> int:
+    values = _shape_list(values_text)
+    sid = _storage(values[0]) if values else None
+    return -1 if sid is None else sid
 
 
 def hidden_map(d: ModelDims, hidden: int, ffn: int | None = None) -> DimMap:

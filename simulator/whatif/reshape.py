@@ -66,7 +66,7 @@ def reshape_rank(
 ) -> RankEt:
     """One rank with shapes rewritten and work re-timed (see module doc)."""
     nodes = [nd.clone(n) for n in r.nodes]
-    dmap = dmap.with_frozen(param_storages(r.nodes))
+    dmap = dmap.with_frozen(param_storages(r.nodes, dmap.dims.seq if dmap.dims else -1))
     gpu = any(nd.on_gpu(n) for n in nodes)
     if not gpu and fit is None:
         fit = trace_fit(r)
