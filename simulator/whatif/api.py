@@ -142,8 +142,20 @@ def apply_edits(rec: Recovered, spec: WhatIf) -> tuple[EtSet, list[str]]:
     if spec.layers is not None or spec.hidden is not None or spec.ffn is not None or spec.tp:
         ets = _rebucket(rec, ets, spec, notes)
     if spec.dp is not None:
+        from lumos.simulator.whatif.dp import dp_degree
+        from lumos.simulator.whatif.netfit import fit_network
+
+        unfitted = spec.dp > dp_degree(ets) and not fit_network(ets).groups
         ets = set_dp(ets, spec.dp)
-        notes.append(f"data parallel: -> {spec.dp}")
+        notes.append(
+            f"data parallel: -> {spec.dp}"
+            + (
+                "; the trace has no collective between two ranks to fit the network on: "
+                "the new replicas' transfers cost nothing here (trace two ranks or more)"
+                if unfitted
+                else ""
+            )
+        )
     if spec.pp is not None:
         from lumos.simulator.whatif.pp import set_pp
 

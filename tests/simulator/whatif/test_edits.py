@@ -295,3 +295,12 @@ def test_layers_edit_keeps_collectives_matched_when_ranks_list_them_in_another_o
         ]
         assert by_seq[0] == by_seq[1] and len(by_seq[0]) == layers
         assert simulate_etset(edited).iteration_time_ns > 0
+
+
+def test_dp_from_one_rank_says_the_network_was_not_measured() -> None:
+    # a one-rank trace has no transfer to fit: the edit must say its new all-reduces are free
+    one = training_step(layers=2, ranks=1)
+    _, notes = apply_edits(recover(one, normalise=False), WhatIf(dp=2))
+    assert any("no collective between two ranks" in n for n in notes)
+    _, notes = apply_edits(recover(training_step(layers=2, ranks=2), normalise=False), WhatIf(dp=4))
+    assert not any("no collective between two ranks" in n for n in notes)
