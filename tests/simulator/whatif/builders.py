@@ -164,13 +164,18 @@ def training_step(
             _ew(r, "aten::addcdiv_", [4 * hidden, hidden])
             _ew(r, "aten::lerp_", [4 * hidden, hidden])
         r.add("Optimizer.zero_grad#AdamW.zero_grad", 5_000)
-        meta = pb.GlobalMetadata(version="0.0.4")
-        meta.attr.extend(
-            [
-                make_attr(cv.META_RANK, rank),
-                make_attr(cv.META_WORLD_SIZE, ranks),
-                make_attr(cv.META_PROCESS_GROUPS, json.dumps({"0": list(range(ranks))})),
-            ]
-        )
-        out.append(RankEt(rank, meta, tuple(r.nodes)))
+        out.append(RankEt(rank, rank_meta(rank, ranks), tuple(r.nodes)))
     return EtSet(tuple(out), "builder")
+
+
+def rank_meta(rank: int, ranks: int) -> pb.GlobalMetadata:
+    """A converted rank's metadata: its rank, the world size, one group of every rank."""
+    meta = pb.GlobalMetadata(version="0.0.4")
+    meta.attr.extend(
+        [
+            make_attr(cv.META_RANK, rank),
+            make_attr(cv.META_WORLD_SIZE, ranks),
+            make_attr(cv.META_PROCESS_GROUPS, json.dumps({"0": list(range(ranks))})),
+        ]
+    )
+    return meta

@@ -17,13 +17,9 @@ some gloo ops of the grid's base runs 0 and 4: they follow only their worker thr
 
 from __future__ import annotations
 
-import json
-
-from lumos.converters.chakra import conventions as cv
-from lumos.converters.chakra.attrs import make_attr
 from lumos.proto import pb
 from lumos.simulator.whatif.etset import EtSet, RankEt
-from tests.simulator.whatif.builders import _ew, _gemm, _Rank
+from tests.simulator.whatif.builders import _ew, _gemm, _Rank, rank_meta
 
 VOCAB, WORKERS = 100, (201, 202)
 _ACC = "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad"
@@ -185,13 +181,5 @@ def ddp_step(
         r.add("Optimizer.step#AdamW.step", 10_000)
         for s in shapes:
             _ew(r, "aten::lerp_", s)
-        meta = pb.GlobalMetadata(version="0.0.4")
-        meta.attr.extend(
-            [
-                make_attr(cv.META_RANK, rank),
-                make_attr(cv.META_WORLD_SIZE, ranks),
-                make_attr(cv.META_PROCESS_GROUPS, json.dumps({"0": list(range(ranks))})),
-            ]
-        )
-        out.append(RankEt(rank, meta, tuple(r.nodes)))
+        out.append(RankEt(rank, rank_meta(rank, ranks), tuple(r.nodes)))
     return EtSet(tuple(out), "ddp-builder")
