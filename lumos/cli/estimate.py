@@ -224,3 +224,6 @@ def _print(result: EstimateResult) -> None:
         f"{m.weights_gb:.1f}, grads {m.gradients_gb:.1f}, optimizer {m.optimizer_gb:.1f}, "
         f"activations {m.activations_gb:.1f}, workspace {m.workspace_gb:.1f})"
     )
+    for text in result.assumptions:
+        if text.startswith("accuracy:"):
+            click.echo(f"  note: {text.removeprefix('accuracy: ')}")

@@ -302,3 +302,16 @@ def test_all_to_all_prices_at_the_measured_nccl_bus_bandwidth() -> None:
     assert 7 / 8 * size / intra == pytest.approx(370, rel=0.1)
     inter = pricer.collective_ns(A2A, size, list(range(32)))
     assert 24 / 32 * size / inter == pytest.approx(50, rel=0.2)
+
+
+def test_moe_estimate_states_how_rough_it_is() -> None:
+    # a user reading an MoE figure learns what the published MoE runs say of it; a dense
+    # estimate carries no such line
+    res = estimate(_model(), _plan(ep=4), "h100")
+    assert any(
+        a.startswith("accuracy:") and "published H100 MoE runs" in a for a in res.assumptions
+    )
+    dense = estimate(
+        load_model("gpt3-350m"), ParallelPlan(tp=1, pp=1, dp=2, mbs=1, gbs=2, seq=512), "h100"
+    )
+    assert not any(a.startswith("accuracy:") for a in dense.assumptions)
