@@ -182,7 +182,10 @@ def apply_edits(rec: Recovered, spec: WhatIf) -> tuple[EtSet, list[str]]:
 def contended(rec: Recovered, ets: EtSet) -> EtSet:
     """`ets` (edited from `rec`) with the traced tails and the traced step's host
     contention (`contention.recontend`: the expected lost slices, none when inactive)."""
-    return keep_tails(rec.ets, recontend(keep_tails(rec.ets, ets), rec.normalised.contention))
+    ets = keep_tails(rec.ets, ets)
+    if not rec.normalised.contention.active:
+        return ets
+    return keep_tails(rec.ets, recontend(ets, rec.normalised.contention))
 
 
 def _rebucket(rec: Recovered, ets: EtSet, spec: WhatIf, notes: list[str]) -> EtSet:
