@@ -32,7 +32,7 @@ def last_recorded_end(r: RankEt) -> int | None:
         for a in n.attr:
             if a.name in _TIMES and a.name not in found:
                 value = attr_value(a)
-                found[a.name] = int(value[0] if isinstance(value, list) else value)  # type: ignore[arg-type, call-overload]
+                found[a.name] = int(value[0] if isinstance(value, list) else value)
         stream, tid = found.get(cv.STREAM, -1), found.get(cv.TID, -1)
         start, dur = found.get(cv.START_NS, -1), found.get(cv.DUR_NS, -1)
         if stream >= 0 or tid < 0 or start < 0:
