@@ -203,7 +203,7 @@ def param_storages(nodes: Iterable[pb.Node], seq: int = -1) -> dict[int, int]:
                 and not n.name.endswith("add_")
                 and _storage(first[0] if first else None) is not None
             ):
-                updated[_storage(first[0]) or 0] = int(first[0][3])  # type: ignore[index]
+                updated[_storage(first[0]) or 0] = _numel(first[0])
             continue
         outside.update(sid for _, sid in _tensors(n.inputs.values))
         if "embedding" in n.name or "index_select" in n.name:

@@ -84,3 +84,16 @@ def test_hidden_edit_when_tokens_equal_the_mlp_width() -> None:
     assert json.loads(m.rewrite(fwd.inputs.shapes, fwd.inputs.values)) == [[512, 256], [256, 1024]]
     assert json.loads(m.rewrite(bwd.inputs.shapes, bwd.inputs.values)) == [[512, 1024], [1024, 256]]
     assert m.shape([4, 128, 128]) == [4, 128, 256]
+
+
+def test_malformed_tensor_values_are_not_parameters_and_do_not_raise() -> None:
+    odd = [
+        _op("aten::lerp_", [[4]], [[1, 2, 0, "x", 4, "cpu"]], "optim", []),
+        _op("aten::mul_", [[4]], [[3, None, 0, 4, 4, "cpu"]], "optim", []),
+        _op("aten::mm", [[4]], [[1, 2, 0, "x", 4, "cpu"]], "fwd", []),
+    ]
+    odd[0].inputs.values = "not json"
+    storages = param_storages(odd)
+    assert all(isinstance(k, int) for k in storages)
+    m = seq_map(DIMS, 64).with_frozen(storages)
+    assert json.loads(m.rewrite(odd[2].inputs.shapes, odd[2].inputs.values)) == [[4]]
