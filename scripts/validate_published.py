@@ -45,6 +45,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lumos.errors import ConfigError, LumosError
 from lumos.simulator.workload import ParallelPlan, Precision, Recompute, estimate
@@ -197,21 +198,12 @@ def parse_moe(r: dict[str, str]) -> Row | str:
         model = load_model(name)
         plan = ParallelPlan.build(
             model,
-            gbs=int(r["gbs_seqs"]),
-            seq=int(r["seq_len"]),
-            precision=Precision.FP8 if r["precision"].upper().startswith("FP8") else Precision.BF16,
+            **_layout(r),
             recompute=mb["recompute"],
-            tp=int(r["tp"]),
-            pp=int(r["pp"]),
-            dp=int(r["dp"]),
-            cp=int(r["cp"] or 1),
-            vp=_int(r["vp"], 1) or 1,
-            mbs=_int(r["mbs"], 1) or 1,
             ep=int(r["ep"] or 1),
             etp=int(mb["etp"]),
             zero=int(mb["zero"]),
             recompute_modules=modules,
-            sequence_parallel=r["sp"].lower().startswith("yes"),
             a2a_overlap=overlap,
             dispatcher="flex" if flex else "alltoall",
         )
@@ -236,18 +228,9 @@ def parse(r: dict[str, str]) -> Row | str:
     zero_text = r["zero_fsdp"].lower()
     zero = 3 if "zero-3" in zero_text else (1 if "distributed optimizer" in zero_text else 0)
     plan = ParallelPlan(
-        tp=int(r["tp"]),
-        pp=int(r["pp"]),
-        dp=int(r["dp"]),
-        cp=int(r["cp"] or 1),
-        vp=_int(r["vp"], 1) or 1,
-        mbs=_int(r["mbs"], 1) or 1,
-        gbs=int(r["gbs_seqs"]),
-        seq=int(r["seq_len"]),
+        **_layout(r),
         zero=zero,
-        precision=Precision.FP8 if r["precision"].upper().startswith("FP8") else Precision.BF16,
         recompute=_recompute(r["recompute"]),
-        sequence_parallel=r["sp"].lower().startswith("yes"),
         tp_comm_overlap=_tp_overlap(r),
         overlap_grad_reduce=not legacy or (zero == 3 and not deepspeed),
         overlap_param_gather=not legacy or zero == 3,
@@ -260,6 +243,23 @@ def parse(r: dict[str, str]) -> Row | str:
         return Row(r["row_id"], pub[0], pub[1], _model(r), plan, hw)
     except ConfigError as exc:
         return f"cannot express: {exc}"
+
+
+def _layout(r: dict[str, str]) -> dict[str, Any]:
+    """The plan fields every row states the same way: parallel degrees, batch, sequence,
+    precision and sequence parallelism."""
+    return {
+        "tp": int(r["tp"]),
+        "pp": int(r["pp"]),
+        "dp": int(r["dp"]),
+        "cp": int(r["cp"] or 1),
+        "vp": _int(r["vp"], 1) or 1,
+        "mbs": _int(r["mbs"], 1) or 1,
+        "gbs": int(r["gbs_seqs"]),
+        "seq": int(r["seq_len"]),
+        "precision": Precision.FP8 if r["precision"].upper().startswith("FP8") else Precision.BF16,
+        "sequence_parallel": r["sp"].lower().startswith("yes"),
+    }
 
 
 def _framework(r: dict[str, str]) -> str:

@@ -7,14 +7,30 @@ the repository. Outside CI a missing fixture folder skips those tests with a rea
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 import tarfile
+from functools import cache
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
+
+
+@cache
+def script_module(name: str) -> ModuleType:
+    """`scripts/<name>.py` imported as module `name` (registered in `sys.modules`: its
+    dataclasses look their module up), once per test session."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def _fixtures_root() -> Path:

@@ -6,10 +6,7 @@ replays like the base."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
@@ -18,17 +15,9 @@ from lumos.converters.pytorch.convert import convert
 from lumos.simulator.graph import COLL
 from lumos.simulator.load import load_graphs
 from lumos.simulator.run import SimOptions, simulate
+from tests.conftest import script_module
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _make_job() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("make_job", REPO / "scripts" / "make_job.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["make_job"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +29,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_job_of_jittered_copies_with_world_collectives(base: Path, tmp_path: Path) -> None:
-    nodes = _make_job().make_job(base, tmp_path, 5, jitter=0.05, seed=1)
+    nodes = script_module("make_job").make_job(base, tmp_path, 5, jitter=0.05, seed=1)
     (ref,) = load_graphs(base)
     graphs = load_graphs(tmp_path / "job")
     assert [g.rank for g in graphs] == [0, 1, 2, 3, 4]

@@ -17,10 +17,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import importlib.util
-import sys
-from functools import cache
-from types import ModuleType
 
 import numpy as np
 import pytest
@@ -33,21 +29,9 @@ from lumos.simulator.workload.generate import Generator
 from lumos.simulator.workload.layer import UB_BULK, UB_PIPELINE
 from lumos.simulator.workload.spec import load_model, model_from_dict
 from lumos.simulator.workload.step import plan_memory
-from tests.conftest import REPO
+from tests.conftest import script_module
 
 KM = KernelModel.for_gpu(load_system("h100").gpu)
-
-
-@cache
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "validate_published", REPO / "scripts" / "validate_published.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_fsdp_backward_gathers_are_prefetched_one_layer_ahead() -> None:
@@ -130,7 +114,7 @@ def test_every_heldout_row_parses_or_says_why() -> None:
     """The held-out file: 82 dense rows + 8 torchtitan rows added with the framework
     profile; the 6 MoE rows estimated with their built-in models; the rest estimable except
     torchtitan's FSDP + pipeline 405B rows."""
-    script = _script()
+    script = script_module("validate_published")
     rows = list(csv.DictReader(script.HELDOUT.open()))
     parsed = {r["row_id"]: script.parse(r) for r in rows}
     reasons = {k: v for k, v in parsed.items() if isinstance(v, str)}
@@ -145,7 +129,7 @@ def test_every_heldout_moe_row_parses_or_says_why() -> None:
     repeat of heldout_h100.csv's H6 rows; a row that parses keeps its own plan columns; a row
     whose model has no built-in is refused for that reason, one with only TFLOP/s for want of
     a step time, and the rest say what lumos cannot express."""
-    script = _script()
+    script = script_module("validate_published")
     rows = list(csv.DictReader(script.MOE.open()))
     held = {r["row_id"] for r in csv.DictReader(script.HELDOUT.open())}
     assert rows and not {r["row_id"] for r in rows} & held

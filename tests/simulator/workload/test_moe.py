@@ -6,11 +6,7 @@ parse, unmodelled architectures are refused by name, and the published MoE rows 
 from __future__ import annotations
 
 import csv
-import importlib.util
-import sys
 from collections import Counter
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -26,6 +22,7 @@ from lumos.simulator.workload.generate import Generator
 from lumos.simulator.workload.ranks import expand
 from lumos.simulator.workload.spec import ModelSpec, load_model, model_from_dict
 from lumos.simulator.workload.step import plan_memory
+from tests.conftest import script_module
 
 SMALL = {
     "layers": 2,
@@ -137,18 +134,8 @@ def test_estimate_runs_and_counts_active_flops() -> None:
     assert 0 < res.mfu < 1
 
 
-def _validate_module() -> ModuleType:
-    path = Path(__file__).resolve().parents[3] / "scripts" / "validate_published.py"
-    spec = importlib.util.spec_from_file_location("validate_published", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_published_moe_rows_parse() -> None:
-    mod = _validate_module()
+    mod = script_module("validate_published")
     rows = [r for r in csv.DictReader(mod.HELDOUT.open()) if r["arch"] == "MoE"]
     assert len(rows) == 6
     parsed = {r["row_id"]: mod.parse(r) for r in rows}
@@ -239,7 +226,7 @@ def test_an_unseen_moe_row_maps_by_name_or_says_why() -> None:
     """A published MoE row with the held-out file's layout (shape columns empty): a NeMo
     Mixtral row takes the built-in by normalised name and Megatron-Core's default expert TP
     (= TP); a model lumos has no shape for is refused with the reason."""
-    mod = _validate_module()
+    mod = script_module("validate_published")
     base = next(r for r in csv.DictReader(mod.HELDOUT.open()) if r["arch"] == "MoE")
     row = {**base, "row_id": "X-MIXTRAL", "model": "Mixtral 8x7B", "framework": "NeMo 24.07"}
     row |= {"tp": "2", "pp": "4", "dp": "8", "ep": "8", "vp": "", "sp": "yes", "mbs": "1"}

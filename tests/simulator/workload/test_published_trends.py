@@ -11,30 +11,15 @@ recomputation (without sequence parallelism) costs about 30 % over selective (wi
 from __future__ import annotations
 
 import csv
-import importlib.util
 import os
-import sys
 from functools import cache
-from types import ModuleType
 
 import pytest
 
 from lumos.simulator.workload import estimate
-from tests.conftest import REPO
+from tests.conftest import REPO, script_module
 
 CSV = REPO.parent / "shared" / "validation" / "published_training_perf.csv"
-
-
-@cache
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "validate_published", REPO / "scripts" / "validate_published.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 @cache
@@ -45,7 +30,7 @@ def _step(row_id: str) -> tuple[float, float]:
             pytest.fail(f"published runs missing in CI: {CSV}")
         pytest.skip(f"published runs not found at {CSV}")
     rows = {r["row_id"]: r for r in csv.DictReader(CSV.open())}
-    row = _script().parse(rows[row_id])
+    row = script_module("validate_published").parse(rows[row_id])
     assert not isinstance(row, str), row
     return row.published_s, estimate(row.model, row.plan, row.hw).iteration_time_s
 
