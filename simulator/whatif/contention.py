@@ -30,7 +30,6 @@ normalisation trimmed nothing, is left alone (`rate` 0).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,10 +101,8 @@ def _full_spans(sim: SimResult, cores: int) -> tuple[np.ndarray, np.ndarray]:
     steps = np.concatenate([np.ones(live.sum(), np.int64), -np.ones(live.sum(), np.int64)])
     order = np.lexsort((steps, times))  # ends before starts at the same instant
     times, busy = times[order], np.cumsum(steps[order])
-    full = busy >= cores
-    if not len(times):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return times[:-1][full[:-1]], times[1:][full[:-1]]
+    full = busy[:-1] >= cores  # from each event to the next
+    return times[:-1][full], times[1:][full]
 
 
 def _covered(
@@ -155,7 +152,7 @@ def measure(untrimmed: EtSet, normalised: EtSet) -> Contention:
 
 def _stretched(ets: EtSet, sim: SimResult, c: Contention) -> EtSet:
     spans = _full_spans(sim, c.cores)
-    factor: dict[int, dict[int, float]] = defaultdict(dict)
+    factor: dict[int, dict[int, float]] = {}
     for rank, ids, start, end in _cpu_rows(sim):
         span = np.maximum(end - start, 1)
         share = _covered(spans, start, end) / span

@@ -130,12 +130,7 @@ class DimMap:
             shapes = json.loads(shapes_text)
         except ValueError:
             return shapes_text
-        values: object = None
-        if values_text:
-            try:
-                values = json.loads(values_text)
-            except ValueError:
-                values = None
+        values = _json_list(values_text)
 
         def walk(x: object, v: object) -> object:
             if isinstance(x, list) and x and all(isinstance(d, int) for d in x):
@@ -165,18 +160,15 @@ def _storage(value: object) -> int | None:
     return None
 
 
-def _tensors(values_text: str) -> list[tuple[int, int]]:
-    """(tensor id, storage id) of every tensor value of an op's inputs."""
-    try:
-        values = json.loads(values_text)
-    except ValueError:
-        return []
-    out, stack = [], [values]
+def _storages(values_text: str) -> set[int]:
+    """The storage ids of every tensor value of an op's inputs."""
+    out: set[int] = set()
+    stack: list[object] = [_json_list(values_text)]
     while stack:
         v = stack.pop()
         sid = _storage(v)
-        if sid is not None and isinstance(v, list) and isinstance(v[0], int):
-            out.append((int(v[0]), sid))
+        if sid is not None:
+            out.add(sid)
         elif isinstance(v, list):
             stack.extend(v)
     return out
@@ -196,35 +188,27 @@ def param_storages(nodes: Iterable[pb.Node], seq: int = -1) -> dict[int, int]:
     for n in nodes:
         if not n.inputs.values:
             continue
+        first = _json_list(n.inputs.values)[:1]
+        sid = _storage(first[0]) if first else None
         if nd.tags(n)[0] == "optim":
-            first = _shape_list(n.inputs.values)[:1]
-            if (
-                n.name.endswith("_")
-                and not n.name.endswith("add_")
-                and _storage(first[0] if first else None) is not None
-            ):
-                updated[_storage(first[0]) or 0] = _numel(first[0])
+            if sid is not None and n.name.endswith("_") and not n.name.endswith("add_"):
+                updated[sid] = _numel(first[0])
             continue
-        outside.update(sid for _, sid in _tensors(n.inputs.values))
-        if "embedding" in n.name or "index_select" in n.name:
-            shapes = _shape_list(n.inputs.shapes)
+        outside.update(_storages(n.inputs.values))
+        if sid is not None and ("embedding" in n.name or "index_select" in n.name):
+            shapes = _shapes(n)
             if shapes and isinstance(shapes[0], list) and shapes[0][:1] == [seq]:
-                tables.add(_first_storage(n.inputs.values))
+                tables.add(sid)
     return {k: v for k, v in updated.items() if k in outside and k not in tables}
 
 
-def _shape_list(text: str) -> list[object]:
+def _json_list(text: str) -> list[object]:
+    """`text` parsed as a JSON list ([] when empty, malformed or not a list)."""
     try:
         value = json.loads(text) if text else []
     except ValueError:
         return []
     return value if isinstance(value, list) else []
-
-
-def _first_storage(values_text: str) -> int:
-    values = _shape_list(values_text)
-    sid = _storage(values[0]) if values else None
-    return -1 if sid is None else sid
 
 
 def hidden_map(d: ModelDims, hidden: int, ffn: int | None = None) -> DimMap:
