@@ -22,11 +22,12 @@ from lumos.simulator.result import SimResult
 from lumos.simulator.whatif import nodes as nd
 from lumos.simulator.whatif.contention import recontend
 from lumos.simulator.whatif.dims import ModelDims, hidden_map, infer_dims, seq_map
-from lumos.simulator.whatif.dp import set_dp
+from lumos.simulator.whatif.dp import dp_degree, set_dp
 from lumos.simulator.whatif.etset import EtSet, load_etset, simulate_etset
 from lumos.simulator.whatif.faults import jitter, slow_link, slow_rank
 from lumos.simulator.whatif.groups import GroupRole, group_roles, roles_by_members
 from lumos.simulator.whatif.layers import set_layers
+from lumos.simulator.whatif.netfit import fit_network
 from lumos.simulator.whatif.normalise import Normalised, normalise_step
 from lumos.simulator.whatif.reshape import remember_fit, reshape
 from lumos.simulator.whatif.structure import RankStructure, recover_rank, tag
@@ -142,9 +143,6 @@ def apply_edits(rec: Recovered, spec: WhatIf) -> tuple[EtSet, list[str]]:
     if spec.layers is not None or spec.hidden is not None or spec.ffn is not None or spec.tp:
         ets = _rebucket(rec, ets, spec, notes)
     if spec.dp is not None:
-        from lumos.simulator.whatif.dp import dp_degree
-        from lumos.simulator.whatif.netfit import fit_network
-
         unfitted = spec.dp > dp_degree(ets) and not fit_network(ets).groups
         ets = set_dp(ets, spec.dp)
         notes.append(
