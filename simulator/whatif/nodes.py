@@ -26,7 +26,20 @@ def attr(node: pb.Node, name: str, default: object = None) -> object:
 
 
 def int_attr(node: pb.Node, name: str, default: int = -1) -> int:
-    value = attr(node, name)
+    return _as_int(attr(node, name), default)
+
+
+def int_attrs(node: pb.Node, names: tuple[str, ...], default: int = -1) -> list[int]:
+    """`int_attr` of each of `names`, read in one pass over the node's attributes (for
+    loops over every node of a rank)."""
+    found: dict[str, object] = {}
+    for a in node.attr:
+        if a.name in names and a.name not in found:
+            found[a.name] = attr_value(a)
+    return [_as_int(found.get(name), default) for name in names]
+
+
+def _as_int(value: object, default: int) -> int:
     if value is None:
         return default
     if isinstance(value, list):

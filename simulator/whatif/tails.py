@@ -15,26 +15,19 @@ from __future__ import annotations
 import statistics
 
 from lumos.converters.chakra import conventions as cv
-from lumos.converters.chakra.attrs import attr_value, get_attr
+from lumos.converters.chakra.attrs import get_attr
 from lumos.proto import pb
 from lumos.simulator.whatif import nodes as nd
 from lumos.simulator.whatif.etset import EtSet, RankEt
 
-_TIMES = frozenset((cv.STREAM, cv.TID, cv.START_NS, cv.DUR_NS))
+_TIMES = (cv.STREAM, cv.TID, cv.START_NS, cv.DUR_NS)
 
 
 def last_recorded_end(r: RankEt) -> int | None:
     """The latest recorded end of a node on a CPU thread (None without recorded times)."""
     best: int | None = None
     for n in r.nodes:
-        # one pass over the node's attributes (this runs on every node of every edit)
-        found: dict[str, int] = {}
-        for a in n.attr:
-            if a.name in _TIMES and a.name not in found:
-                value = attr_value(a)
-                found[a.name] = int(value[0] if isinstance(value, list) else value)
-        stream, tid = found.get(cv.STREAM, -1), found.get(cv.TID, -1)
-        start, dur = found.get(cv.START_NS, -1), found.get(cv.DUR_NS, -1)
+        stream, tid, start, dur = nd.int_attrs(n, _TIMES)
         if stream >= 0 or tid < 0 or start < 0:
             continue
         end = start + (dur if dur >= 0 else int(n.duration_micros) * 1000)
