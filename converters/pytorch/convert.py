@@ -42,12 +42,12 @@ from lumos.converters.pytorch.host_graph import build_host_tasks
 from lumos.converters.pytorch.inputs import RankInputs, check_coverage, plan
 from lumos.converters.pytorch.json_stream import TraceFile
 from lumos.converters.pytorch.kineto import KinetoTrace, load_kineto
-from lumos.converters.pytorch.link import LinkReport, link
+from lumos.converters.pytorch.link import LinkReport, check_link_rate, link
 from lumos.converters.pytorch.publish import set_id_of
 from lumos.converters.pytorch.steps import StepInfo, StepWindow, choose_step, resolve_step
 from lumos.converters.pytorch.tasks import TaskKind, TaskTable, finalize
 from lumos.converters.pytorch.writer import NodeSource, metadata, write_et_file
-from lumos.errors import LinkError, TraceFormatError
+from lumos.errors import TraceFormatError
 from lumos.limits import MAX_RANKS
 from lumos.progress import report
 from lumos.staging import safe_name
@@ -80,6 +80,8 @@ class RankSummary:
     #: every ProfilerStep of the Kineto trace (`steps.StepInfo`) and why `step` was chosen.
     steps: tuple[StepInfo, ...] = ()
     step_chosen_by: str = ""
+    #: what was read other than as declared (an unlisted host-ET schema), one line each
+    notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -96,6 +98,7 @@ class RankSummary:
             "sources": self.sources,
             "syncs": self.syncs,
             "step_chosen_by": self.step_chosen_by,
+            "notes": self.notes,
             "steps": [
                 {"name": x.name, "measured_ns": x.dur, "complete": x.complete} for x in self.steps
             ],
@@ -163,6 +166,7 @@ def convert(
         for summary, recs, groups in _each_rank(inputs, job, jobs):
             summary.path = str(out / Path(summary.path).name)
             result.ranks.append(summary)
+            result.problems += [f"rank {summary.rank}: {n}" for n in summary.notes]
             records += recs
             all_groups.update(groups)
             report("convert", len(result.ranks), len(inputs), "ranks")
@@ -325,28 +329,13 @@ def _convert_rank(
     summary = _summary(item.rank, str(path), table, step_name, step_ns, report, sources)
     if trace is not None:
         summary.steps, summary.step_chosen_by = window.steps, window.chosen_by
+    if host is not None and host.declared_schema != host.schema.version:
+        summary.notes.append(
+            f"{item.host.path if item.host else ''}: host-ET schema "
+            f"{host.declared_schema!r} is not one lumos lists; read as "
+            f"{host.schema.version}, the closest it knows"
+        )
     return summary, _records(item.rank, table), groups
-
-
-def check_link_rate(
-    rank: int, sources: list[str], report: LinkReport, min_link_rate: float
-) -> None:
-    """Refuse a rank whose host ET and Kineto trace barely link.
-
-    Raises LinkError naming the files, the rate and the main reasons.
-    """
-    if report.host_ops == 0 or report.rate >= min_link_rate:
-        return
-    reasons = ", ".join(
-        f"{why}: {n}" for why, n in sorted(report.unmatched.items(), key=lambda kv: -kv[1])[:3]
-    )
-    raise LinkError(
-        f"rank {rank}: only {report.linked}/{report.host_ops} host ops ({report.rate:.1%}) "
-        f"link to Kineto events, below the {min_link_rate:.0%} threshold ({reasons}); "
-        f"the host ET and the Kineto trace look like different runs or steps "
-        f"({' + '.join(sources)}). Capture them together, or pass --min-link-rate 0 to "
-        "convert anyway"
-    )
 
 
 def _records(rank: int, table: TaskTable) -> list[CommRecord]:

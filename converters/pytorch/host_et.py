@@ -90,6 +90,9 @@ class HostTrace:
     io: ByteRows = field(default_factory=no_rows)
     comm: dict[int, CommArgs] = field(default_factory=dict)
     process_groups: list[dict[str, Any]] = field(default_factory=list)
+    #: the schema version the file declares ("" when it gives none); `schema` is the
+    #: version lumos read it as, the closest it lists
+    declared_schema: str = ""
 
     def __len__(self) -> int:
         return len(self.id)
@@ -344,6 +347,8 @@ def load_host_et(source: TraceFile) -> HostTrace:
     columns = found[0]
     trace = HostTrace(source.path, columns.schema, int(meta.get("pid", 0)))
     columns.finish(trace)
-    declared = str(meta.get("schema", columns.schema.version))
-    check_host_tree(source.path, trace.id, trace.parent, declared, columns.schema.version)
+    trace.declared_schema = str(meta.get("schema", columns.schema.version))
+    check_host_tree(
+        source.path, trace.id, trace.parent, trace.declared_schema, columns.schema.version
+    )
     return trace

@@ -26,6 +26,7 @@ import numpy as np
 from lumos.converters.pytorch.host_et import HostOp, HostTrace
 from lumos.converters.pytorch.host_et_schema import PROCESS_GROUP_INIT, ROOT_NAMES
 from lumos.converters.pytorch.kineto import Kind, KinetoTrace
+from lumos.errors import LinkError
 
 LOOKAHEAD = 32
 ANCHOR_LEN = 16
@@ -300,3 +301,24 @@ def _check_nesting(
     report.by_rule["order"] = report.by_rule.get("order", 0) - len(gone)
     report.note("outside its parent's time span", host, host_row[gone].tolist())
     host_row[gone] = -1
+
+
+def check_link_rate(
+    rank: int, sources: list[str], report: LinkReport, min_link_rate: float
+) -> None:
+    """Refuse a rank whose host ET and Kineto trace barely link.
+
+    Raises LinkError naming the files, the rate and the main reasons.
+    """
+    if report.host_ops == 0 or report.rate >= min_link_rate:
+        return
+    reasons = ", ".join(
+        f"{why}: {n}" for why, n in sorted(report.unmatched.items(), key=lambda kv: -kv[1])[:3]
+    )
+    raise LinkError(
+        f"rank {rank}: only {report.linked}/{report.host_ops} host ops ({report.rate:.1%}) "
+        f"link to Kineto events, below the {min_link_rate:.0%} threshold ({reasons}); "
+        f"the host ET and the Kineto trace look like different runs or steps "
+        f"({' + '.join(sources)}). Capture them together, or pass --min-link-rate 0 to "
+        "convert anyway"
+    )

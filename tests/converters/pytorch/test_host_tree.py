@@ -89,6 +89,23 @@ def test_unknown_schema_is_read_as_the_closest_with_a_warning(
     )
 
 
+def test_unknown_schema_is_reported_in_convert_json_problems(tmp_path: Path) -> None:
+    """A user reading `convert --json` (not the log) learns the file was read as another
+    schema: the line is in `problems` and in the rank's `notes` (before: the log only)."""
+    doc = copy.deepcopy(BASE)
+    doc["schema"] = "9.9.9"
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "rank0.host_et.json").write_text(json.dumps(doc))
+    args = ["convert", str(folder), "-o", str(tmp_path / "out"), "--json"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)["result"]
+    line = "host-ET schema '9.9.9' is not one lumos lists; read as 1.1.1-chakra.1.0.0"
+    assert [p for p in out["problems"] if line in p and p.startswith("rank 0: ")]
+    assert [n for n in out["ranks"][0]["notes"] if "rank0.host_et.json" in n and line in n]
+
+
 def test_collective_past_64_bits_is_a_format_error(tmp_path: Path) -> None:
     def edit(doc: dict[str, Any]) -> None:
         for node in _named(doc, "gloo:all_reduce"):
