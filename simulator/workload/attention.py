@@ -13,6 +13,11 @@ Context parallelism (ring attention): each CP rank holds s/cp query tokens and p
 its K/V shard round the ring (send to the next CP rank, receive from the previous, on
 CP send/recv streams): cp attention steps, step i waiting for the i-th shard. With the
 causal load balancing of Megatron/TE each off-diagonal step covers half a shard.
+
+Multi-head latent attention runs the same kernel with a QK head width (`qk_nope` +
+`qk_rope`, 192 for DeepSeek-V3) other than its V head width (`v_head`, 128): QKᵀ costs
+2·s·s·d_qk and AV 2·s·s·d_v FLOPs per head, so the kernel is priced at the mean width
+(d_qk + d_v) / 2, which gives exactly those FLOPs; the ring passes K and V at their widths.
 """
 
 from __future__ import annotations
@@ -26,7 +31,12 @@ CP_NEXT, CP_PREV = -2, -3
 
 
 def _kv_bytes(ctx: Ctx) -> int:
-    return ctx.T * 2 * ctx.kv_heads * ctx.d * BF16
+    return ctx.T * ctx.kv_heads * (ctx.model.qk_dim + ctx.model.v_dim) * BF16
+
+
+def _dim(ctx: Ctx) -> int:
+    """The head width the flash kernel is priced at (module doc; `d` unless MLA)."""
+    return (ctx.model.qk_dim + ctx.model.v_dim) // 2
 
 
 def _ring_steps(blk: Block, ctx: Ctx, name: str, backward: bool, window: int = 0) -> None:
@@ -35,8 +45,8 @@ def _ring_steps(blk: Block, ctx: Ctx, name: str, backward: bool, window: int = 0
     cp = ctx.plan.cp
     if window and window < ctx.s and cp == 1:
         bh, scale = ctx.b * ctx.heads, ctx.fw.attention_scale(backward)
-        ns = ctx.km.attention_ns(bh, ctx.s, window, ctx.d, False, backward, scale)
-        flops = ctx.km.attention_flops(bh, ctx.s, window, ctx.d, False, backward)
+        ns = ctx.km.attention_ns(bh, ctx.s, window, _dim(ctx), False, backward, scale)
+        flops = ctx.km.attention_flops(bh, ctx.s, window, _dim(ctx), False, backward)
         blk.compute(name, ns, flops, float(ctx.T * ctx.qkv_width * BF16))
         return
     bh = ctx.b * ctx.heads
@@ -49,8 +59,8 @@ def _ring_steps(blk: Block, ctx: Ctx, name: str, backward: bool, window: int = 0
             recv = blk.p2p(f"{name}.kv_recv", False, CP_RECV, size, CP_PREV, RING_TAG, -1)
         skv = ctx.s if i == 0 else ctx.s // 2
         scale = ctx.fw.attention_scale(backward)
-        ns = ctx.km.attention_ns(bh, ctx.s, skv, ctx.d, i == 0, backward, scale)
-        flops = ctx.km.attention_flops(bh, ctx.s, skv, ctx.d, i == 0, backward)
+        ns = ctx.km.attention_ns(bh, ctx.s, skv, _dim(ctx), i == 0, backward, scale)
+        flops = ctx.km.attention_flops(bh, ctx.s, skv, _dim(ctx), i == 0, backward)
         blk.compute(name, ns, flops, float(ctx.T * ctx.qkv_width * BF16), waits=(recv,))
 
 

@@ -84,7 +84,17 @@ class Ctx:
 
     @property
     def qkv_width(self) -> int:
+        """Local width of the attention's q, k and v together (MLA: heads x (2 x the QK
+        head width + the V head width))."""
+        m = self.model
+        if m.mla:
+            return self.heads * (2 * m.qk_dim + m.v_dim)
         return (self.heads + 2 * self.kv_heads) * self.d
+
+    @property
+    def attn_out_width(self) -> int:
+        """Local width of the attention output, the output projection's input."""
+        return self.heads * self.model.v_dim
 
     @property
     def up_width(self) -> int:
@@ -118,4 +128,10 @@ class Ctx:
 
     def layer_params_local(self) -> int:
         """Weights of one layer held by one TP rank."""
-        return self.model.layer_params() // self.plan.tp
+        return self.local_params(self.model.layer_params())
+
+    def local_params(self, params: int) -> int:
+        """One TP rank's share of a layer's `params`: all split over TP but MLA's
+        replicated down-projections (`ModelSpec.mla_replicated_params`)."""
+        whole = self.model.mla_replicated_params()
+        return (params - whole) // self.plan.tp + whole

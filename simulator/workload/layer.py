@@ -42,19 +42,22 @@ def gathered_gemm(
     src: int,
     dtype: str | None,
     backward: bool = False,
+    gather: int = 0,
 ) -> int:
-    """GEMM whose M (token) side is all-gathered from the SP shards first."""
+    """GEMM whose M (token) side is all-gathered from the SP shards first (`gather`: bytes
+    of one shard when the input is not [T_sp, h], e.g. MLA's compressed latents)."""
     m, n, k = m_n_k
     if not ctx.sp:
         return blk.compute(name, *ctx.gemm(m, n, k, dtype))
     c = _chunks(ctx, backward)
+    shard = gather or ctx.act_bytes
     if c == 1:
-        ag = blk.coll(f"{name}.all_gather", TP_STREAM, ALL_GATHER, ctx.act_bytes, TP, src)
+        ag = blk.coll(f"{name}.all_gather", TP_STREAM, ALL_GATHER, shard, TP, src)
         return blk.compute(name, *ctx.gemm(m, n, k, dtype), waits=(ag,))
     # ring exchange: the GEMM starts on the local shard while the next shard arrives
     last = blk.compute(name, *ctx.gemm(m // c, n, k, dtype))
     for _ in range(c - 1):  # each step brings one remote shard: (tp - 1) x size = a shard
-        size = ctx.act_bytes // (c - 1)
+        size = shard // (c - 1)
         ag = blk.coll(f"{name}.all_gather", TP_STREAM, ALL_GATHER, size, TP, src)
         last = blk.compute(name, *ctx.gemm(m // c, n, k, dtype), waits=(ag,))
     return last
@@ -151,14 +154,19 @@ def attn_forward(
     norm's node (what the MLP's input gather waits for)."""
     T, h = ctx.T, ctx.h
     ln = ew.norm(blk, ctx, f"{tag}.norm1", waits=waits)
-    ew.input_casts(blk, ctx, f"{tag}.qkv", T * h, 3)
-    gathered_gemm(blk, ctx, f"{tag}.qkv", (T, ctx.qkv_width, h), ln, None)
-    if ctx.model.position == "rope":
-        ew.rope(blk, ctx, f"{tag}.rope")
-    ew.repeat_kv(blk, ctx, f"{tag}.repeat_kv")
+    if ctx.model.mla:
+        from lumos.simulator.workload.mla import mla_forward
+
+        mla_forward(blk, ctx, tag, ln)
+    else:
+        ew.input_casts(blk, ctx, f"{tag}.qkv", T * h, 3)
+        gathered_gemm(blk, ctx, f"{tag}.qkv", (T, ctx.qkv_width, h), ln, None)
+        if ctx.model.position == "rope":
+            ew.rope(blk, ctx, f"{tag}.rope")
+        ew.repeat_kv(blk, ctx, f"{tag}.repeat_kv")
     attention_fwd(blk, ctx, tag, _window(ctx, index))
-    _cast(blk, ctx, f"{tag}.proj", T * ctx.heads * ctx.d)
-    rs = _reduced_gemm(blk, ctx, f"{tag}.proj", (T, h, ctx.heads * ctx.d))
+    _cast(blk, ctx, f"{tag}.proj", T * ctx.attn_out_width)
+    rs = _reduced_gemm(blk, ctx, f"{tag}.proj", (T, h, ctx.attn_out_width))
     blk.compute(f"{tag}.residual1", *ctx.mem(ctx.T_sp * h * BF16 * 3), waits=rs)
     return ew.norm(blk, ctx, f"{tag}.norm2")
 
@@ -175,8 +183,8 @@ def _op_recompute(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...]) -> Non
     if ctx.model.position == "rope":
         ew.rope(blk, ctx, f"{tag}.rope")
     ew.repeat_kv(blk, ctx, f"{tag}.repeat_kv")
-    ew.input_casts(blk, ctx, f"{tag}.proj", T * ctx.heads * ctx.d, 1)
-    blk.compute(f"{tag}.proj", *ctx.gemm(T // 2, h, ctx.heads * ctx.d))
+    ew.input_casts(blk, ctx, f"{tag}.proj", T * ctx.attn_out_width, 1)
+    blk.compute(f"{tag}.proj", *ctx.gemm(T // 2, h, ctx.attn_out_width))
     blk.compute(f"{tag}.residual1", *ctx.mem(ctx.T_sp * h * BF16 * 3))
     ln2 = ew.norm(blk, ctx, f"{tag}.norm2")
     ew.input_casts(blk, ctx, f"{tag}.fc1", T * h, 2 if ctx.model.gated else 1)
@@ -196,11 +204,18 @@ def _row_backward(blk: Block, ctx: Ctx, name: str, n: int, k: int) -> None:
 
 
 def col_backward(
-    blk: Block, ctx: Ctx, name: str, n: int, k: int, dtype: str | None = None
+    blk: Block,
+    ctx: Ctx,
+    name: str,
+    n: int,
+    k: int,
+    dtype: str | None = None,
+    gather: int = 0,
 ) -> tuple[int, ...]:
     """Backward of a column-parallel linear (fwd M=T, N=n, K=k). Megatron re-gathers the
-    saved input while dgrad runs and reduces dgrad's output while wgrad runs; DTensor
-    (torchtitan) saved the gathered input and reduces after both GEMMs (`framework`)."""
+    saved input (`gather` bytes a shard, default [T_sp, h]) while dgrad runs and reduces
+    dgrad's output while wgrad runs; DTensor (torchtitan) saved the gathered input and
+    reduces after both GEMMs (`framework`)."""
     T, t = ctx.T, ctx.plan.tp
     if dtype is None:
         _cast(blk, ctx, f"{name}.grad", T * n)
@@ -208,7 +223,8 @@ def col_backward(
     overlap = ctx.fw.tp_backward_overlap
     ag = -1
     if ctx.sp and overlap:
-        ag = blk.coll(f"{name}.input_all_gather", TP_STREAM, ALL_GATHER, ctx.act_bytes, TP, start)
+        size = gather or ctx.act_bytes
+        ag = blk.coll(f"{name}.input_all_gather", TP_STREAM, ALL_GATHER, size, TP, start)
     sms: tuple[int | None, int | None] = (None, None)
     held = UB_BULK.get(name.rsplit(".", 1)[-1]) if _userbuffers(ctx) else None
     if held:  # the bulk communication kernels share the SMs with the GEMM they overlap
@@ -257,8 +273,13 @@ def attn_backward(blk: Block, ctx: Ctx, tag: str, red: tuple[int, ...], index: i
     h = ctx.h
     norms = "layernorm" in ctx.plan.selective_modules
     ew.norm(blk, ctx, f"{tag}.norm2_bwd", backward=True, waits=red)
-    _row_backward(blk, ctx, f"{tag}.proj", h, ctx.heads * ctx.d)
+    _row_backward(blk, ctx, f"{tag}.proj", h, ctx.attn_out_width)
     attention_bwd(blk, ctx, tag, _window(ctx, index))
+    if ctx.model.mla:
+        from lumos.simulator.workload.mla import mla_backward
+
+        red = mla_backward(blk, ctx, tag, norms)
+        return ew.norm(blk, ctx, f"{tag}.norm1_bwd", backward=True, waits=red)
     ew.repeat_kv(blk, ctx, f"{tag}.repeat_kv", backward=True)
     if ctx.model.position == "rope":
         ew.rope(blk, ctx, f"{tag}.rope_bwd", backward=True)

@@ -11,7 +11,10 @@ taken from the tensors this generator's layer actually saves: sequence-parallel 
 are split over TP, flash attention keeps no score matrix, selective recomputation drops
 unfused attention's scores (torchtitan's "op" policy keeps only the block input, the
 attention output and every second matmul's output), full recomputation keeps only each
-layer's input. Mixture of experts: the routed experts' weights, gradients and optimizer
+layer's input. Multi-head latent attention keeps, besides its q, k, v and output, the
+two latents before and after their norms (the up-projections' inputs) and the RoPE key;
+the up-projections' outputs are re-read by the fused RoPE kernels, whose backward needs
+no input, so they are not kept. Mixture of experts: the routed experts' weights, gradients and optimizer
 states are those of this rank's `experts / ep` experts (split over expert TP), the optimizer
 states divided over the expert-data-parallel group; an MoE layer keeps its router logits,
 the permuted tokens (top_k copies of each, FC1's input), the expert FC1 and activation
@@ -102,7 +105,10 @@ def _attention_bytes(ctx: Ctx) -> float:
     attention output, unfused attention's scores unless re-computed)."""
     x = ctx.T_sp * ctx.h * BF16
     attn = x + _norm_output(ctx) + ctx.T * ctx.qkv_width * BF16
-    attn += ctx.T * ctx.heads * ctx.d * BF16 + _dropout(ctx)
+    attn += ctx.T * ctx.attn_out_width * BF16 + _dropout(ctx)
+    if ctx.model.mla:  # the latents: down-projection outputs and their norms' outputs
+        m = ctx.model
+        attn += ctx.T_sp * (2 * m.q_lora + 2 * m.kv_lora + m.qk_rope) * BF16
     if not ctx.plan.flash_attention and "core_attn" not in ctx.plan.selective_modules:
         attn += ctx.b * ctx.heads * ctx.s * ctx.s * (2 * BF16 + 1)
     return float(attn)
@@ -133,7 +139,7 @@ def _dense_activation_bytes(ctx: Ctx) -> float:
         # torchtitan's "op" policy: the block input, the attention output and the outputs
         # of every second matmul (half of the seven linears' outputs on the mean step)
         linears = ctx.qkv_width + ctx.h + ctx.up_width + ctx.h  # q k v, o, w1 w3, w2
-        return float(x + ctx.T * ctx.heads * ctx.d * BF16 + ctx.T * linears * BF16 / 2)
+        return float(x + ctx.T * ctx.attn_out_width * BF16 + ctx.T * linears * BF16 / 2)
     mlp = x + _norm_output(ctx) + ctx.T * (ctx.up_width + ctx.ffn) * BF16 + _dropout(ctx)
     return _attention_bytes(ctx) + float(mlp)
 

@@ -6,9 +6,13 @@ always-active shared-expert MLP, 0: none) or `shared_experts` (their count, each
 `moe_ffn` wide), `moe_every` (every n-th layer is MoE, Megatron's `moe_layer_freq`),
 `first_dense` (leading dense layers, DeepSeek's `first_k_dense_replace`), `head_dim`
 (when it is not hidden / heads), `window` / `window_every` (sliding-window attention on
-every n-th layer, from layer 0). Hugging Face and Megatron names are accepted for each
-(`ALIASES`), so a config.json's values can be pasted. What lumos does not model is
-refused by name (`UNMODELLED`) rather than estimated as something else.
+every n-th layer, from layer 0), and multi-head latent attention (DeepSeek-V2/V3 MLA:
+`kv_lora` > 0, the KV compression rank; `q_lora`, the query compression rank, 0: queries
+projected directly; `qk_nope` / `qk_rope`, the per-head query/key widths without and with
+RoPE; `v_head`, the per-head value width). Hugging Face and Megatron names are accepted for
+each (`ALIASES`), so a config.json's values can be pasted (a `null` MLA rank reads as 0).
+What lumos does not model is refused by name (`UNMODELLED`) rather than estimated as
+something else.
 """
 
 from __future__ import annotations
@@ -46,11 +50,16 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "head_size": ("head_dim", "kv_channels", "head_size"),
     "window": ("window", "sliding_window"),
     "window_every": ("window_every",),
+    "q_lora": ("q_lora", "q_lora_rank"),
+    "kv_lora": ("kv_lora", "kv_lora_rank"),
+    "qk_nope": ("qk_nope", "qk_nope_head_dim"),
+    "qk_rope": ("qk_rope", "qk_rope_head_dim", "qk_pos_emb_head_dim"),
+    "v_head": ("v_head", "v_head_dim"),
 }
+#: the MLA keys (a config.json gives `q_lora_rank: null` for unprojected queries)
+MLA = ("q_lora", "kv_lora", "qk_nope", "qk_rope", "v_head")
 #: keys of architectures lumos does not model -> what they are
 UNMODELLED = {
-    "kv_lora_rank": "multi-head latent attention (DeepSeek-V2/V3 MLA)",
-    "q_lora_rank": "multi-head latent attention (DeepSeek-V2/V3 MLA)",
     "num_nextn_predict_layers": "multi-token prediction layers",
     "mtp_num_layers": "multi-token prediction layers",
     "mlp_only_layers": "an irregular list of dense layers",
@@ -65,6 +74,11 @@ DEFAULTS = {
     "first_dense": 0,
     "window": 0,
     "window_every": 2,
+    "q_lora": 0,
+    "kv_lora": 0,
+    "qk_nope": 0,
+    "qk_rope": 0,
+    "v_head": 0,
 }
 
 
@@ -96,6 +110,8 @@ def moe_fields(data: dict[str, Any], where: str) -> tuple[dict[str, Any], dict[s
         if got is None:
             continue
         name, value = got
+        if key in MLA and value is None:
+            continue
         if key == "moe_every" and isinstance(value, list):
             raise ConfigError(f"{where}: {name!r} as a list is not modelled; give an integer")
         n = _count(value, f"{where}: {name}", zero=key not in ("moe_every", "window_every"))
@@ -103,6 +119,7 @@ def moe_fields(data: dict[str, Any], where: str) -> tuple[dict[str, Any], dict[s
             shared_count = n
         else:
             values[key] = n
+    _check_mla(values, where)
     if values["experts"] == 0:
         moe_only = [k for k in ("top_k", "moe_ffn", "shared_ffn") if values[k]]
         if moe_only or shared_count:
@@ -118,3 +135,16 @@ def moe_fields(data: dict[str, Any], where: str) -> tuple[dict[str, Any], dict[s
             raise ConfigError(f"{where}: give shared_experts or shared_ffn, not both")
         values["shared_ffn"] = -shared_count  # resolved against moe_ffn by the caller
     return rest, values
+
+
+def _check_mla(values: dict[str, Any], where: str) -> None:
+    """MLA needs all three per-head widths; its other keys need `kv_lora`."""
+    if values["kv_lora"]:
+        missing = [k for k in ("qk_nope", "qk_rope", "v_head") if not values[k]]
+        if missing:
+            raise ConfigError(
+                f"{where}: multi-head latent attention (kv_lora_rank) needs {ALIASES[missing[0]][1]}"
+            )
+    elif any(values[k] for k in MLA):
+        given = next(k for k in MLA if values[k])
+        raise ConfigError(f"{where}: {ALIASES[given][1]!r} needs kv_lora_rank (MLA)")

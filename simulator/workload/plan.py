@@ -185,6 +185,15 @@ class ParallelPlan:
         if self.zero == 3 and self.pp > 1:
             raise ConfigError("plan: zero 3 (FSDP) with pipeline parallelism is not modelled")
         self._check_experts(model)
+        if model.mla and (not self.flash_attention or self.framework != "megatron"):
+            raise ConfigError(
+                "plan: multi-head latent attention is modelled with flash attention on the "
+                "megatron framework only"
+            )
+        if model.mla and self.zero == 3 and self.fsdp_unit == "tensor":
+            raise ConfigError(
+                "plan: multi-head latent attention under tensor-wise ZeRO-3 is not modelled"
+            )
 
     def _check_modules(self) -> None:
         if not self.recompute_modules:

@@ -7,7 +7,12 @@ Unknown keys are ConfigErrors with a "did you mean". Counting helpers (`params`,
 `layer_params`) use the same shapes the generator prices, so MFU and memory agree with it.
 A mixture-of-experts model (`experts` > 0, parsed by `moe_spec`) replaces the MLP of its MoE
 layers by a router, `experts` expert MLPs of width `moe_ffn` (`top_k` of them active per
-token) and an optional always-active shared-expert MLP of width `shared_ffn`.
+token) and an optional always-active shared-expert MLP of width `shared_ffn`. Multi-head
+latent attention (`kv_lora` > 0; DeepSeek-V2/V3) replaces the QKV projection by low-rank
+down-projections (hidden → `q_lora`, hidden → `kv_lora` + `qk_rope`; replicated over TP),
+their RMSNorms and up-projections (→ heads x (`qk_nope` + `qk_rope`) queries, → heads x
+(`qk_nope` + `v_head`) keys and values; split over TP by heads), and the output projection
+reads heads x `v_head`.
 """
 
 from __future__ import annotations
@@ -66,10 +71,36 @@ class ModelSpec:
     first_dense: int = 0
     window: int = 0
     window_every: int = 2
+    q_lora: int = 0
+    kv_lora: int = 0
+    qk_nope: int = 0
+    qk_rope: int = 0
+    v_head: int = 0
 
     @property
     def head_dim(self) -> int:
         return self.head_size or self.hidden // self.heads
+
+    @property
+    def mla(self) -> bool:
+        """Multi-head latent attention (see module doc)."""
+        return self.kv_lora > 0
+
+    @property
+    def qk_dim(self) -> int:
+        """Per-head query/key width (MLA: `qk_nope` + `qk_rope`)."""
+        return self.qk_nope + self.qk_rope if self.mla else self.head_dim
+
+    @property
+    def v_dim(self) -> int:
+        """Per-head value width (MLA: `v_head`)."""
+        return self.v_head if self.mla else self.head_dim
+
+    @property
+    def attention_width(self) -> int:
+        """heads x the mean of the QK and V head widths: what one token's QKᵀ and AV cost
+        per key (2 x 2 x this FLOPs forward)."""
+        return self.heads * (self.qk_dim + self.v_dim) // 2
 
     @property
     def moe(self) -> bool:
@@ -107,12 +138,36 @@ class ModelSpec:
         return self._attention_params() + self.hidden * self.experts + shared
 
     def _attention_params(self) -> int:
+        """Attention weights and the layer's two norms."""
         h, d = self.hidden, self.head_dim
+        norms = 2 * h * (2 if self.norm is Norm.LAYERNORM else 1)
+        if self.mla:
+            return self.mla_sharded_params() + self.mla_replicated_params() + norms
         qkv = h * (self.heads + 2 * self.kv_heads) * d
         proj = self.heads * d * h
-        norms = 2 * h * (2 if self.norm is Norm.LAYERNORM else 1)
         bias = (self.heads + 2 * self.kv_heads) * d + h if self.bias else 0
         return qkv + proj + norms + bias
+
+    def mla_sharded_params(self) -> int:
+        """MLA weights split over TP by heads: query up-projection (or the direct query
+        projection without `q_lora`), KV up-projection, output projection."""
+        h, n = self.hidden, self.heads
+        q_in = self.q_lora or h
+        return (
+            q_in * n * self.qk_dim
+            + self.kv_lora * n * (self.qk_nope + self.v_dim)
+            + (n * self.v_dim * h)
+        )
+
+    def mla_replicated_params(self) -> int:
+        """MLA weights every TP rank holds whole: the down-projections and their norms
+        (Megatron-Core's `linear_q_down_proj` / `linear_kv_down_proj`, TELinear
+        `parallel_mode="duplicated"`); 0 without MLA."""
+        if not self.mla:
+            return 0
+        h = self.hidden
+        q = (h + 1) * self.q_lora  # weight + RMSNorm
+        return q + h * (self.kv_lora + self.qk_rope) + self.kv_lora
 
     @property
     def gated(self) -> bool:
@@ -120,14 +175,11 @@ class ModelSpec:
 
     def layer_params(self) -> int:
         """Weights of one transformer layer (attention, MLP, two norms, biases)."""
-        h, d = self.hidden, self.head_dim
-        qkv = h * (self.heads + 2 * self.kv_heads) * d
-        proj = self.heads * d * h
+        h = self.hidden
         up = h * self.ffn * (2 if self.gated else 1)
         down = self.ffn * h
-        norms = 2 * h * (2 if self.norm is Norm.LAYERNORM else 1)
-        bias = (self.heads + 2 * self.kv_heads) * d + h + self.ffn + h if self.bias else 0
-        return qkv + proj + up + down + norms + bias
+        bias = self.ffn + h if self.bias else 0
+        return self._attention_params() + up + down + bias
 
     def embedding_params(self) -> int:
         """Input embedding (+ learned positions) and, if untied, the output layer."""
@@ -204,7 +256,11 @@ def model_from_dict(data: dict[str, Any], where: str, name: str = "") -> ModelSp
         values["moe_ffn"] = values["moe_ffn"] or values["ffn"]
         if values["shared_ffn"] < 0:  # a count of shared experts, each moe_ffn wide
             values["shared_ffn"] = -values["shared_ffn"] * values["moe_ffn"]
-    heads_split = values["hidden"] % values["heads"] == 0 or values["head_size"]
+    if values["kv_lora"]:  # MLA: every head has its own keys and values
+        values["kv_heads"] = values["heads"]
+    heads_split = (
+        values["hidden"] % values["heads"] == 0 or values["head_size"] or values["kv_lora"]
+    )
     if not heads_split or values["heads"] % values["kv_heads"]:
         raise ConfigError(
             f"{where}: hidden ({values['hidden']}) must divide by heads ({values['heads']}) "

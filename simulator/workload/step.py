@@ -86,11 +86,11 @@ class EstimateResult:
 
 def model_flops_per_step(model: ModelSpec, plan: ParallelPlan) -> float:
     """Model FLOPs of one step: 6 x parameters x tokens + non-causal attention
-    (12 x layers x heads x head_dim x seq per token), no recomputation — the usual MFU
-    numerator. A mixture of experts counts its active parameters (router, top_k routed
+    (12 x layers x heads x head_dim x seq per token; MLA: the mean of its QK and V head
+    widths), no recomputation — the usual MFU numerator. A mixture of experts counts its active parameters (router, top_k routed
     experts, shared experts), as Megatron-Bridge's and DeepSeek's MFU figures do."""
     tokens = plan.gbs * plan.seq
-    width = model.heads * model.head_dim
+    width = model.attention_width  # heads x head_dim; MLA: the mean of its QK and V widths
     return tokens * (6.0 * model.params(active=True) + 12.0 * model.layers * width * plan.seq)
 
 
@@ -200,9 +200,9 @@ MOE_ASSUMPTION = (
 
 #: what the published mixture-of-experts runs say of these estimates (docs/estimate.md)
 MOE_ACCURACY = (
-    "accuracy: mixture-of-experts estimates are rough: against 13 published H100 MoE runs "
-    "(Megatron-Bridge, Megatron-Core model zoo, NeMo AutoModel) lumos is -59 % ... +22 % "
-    "(mean |error| 22-37 % by set; dense models: 4-7 %), mostly too fast: docs/estimate.md"
+    "accuracy: mixture-of-experts estimates are rough: against 17 published H100 MoE runs "
+    "(Megatron-Bridge, Megatron-Core model zoo, NeMo AutoModel) lumos is -59 % ... +37 % "
+    "(mean |error| 20-37 % by set; dense models: 4-7 %), mostly too fast: docs/estimate.md"
 )
 
 

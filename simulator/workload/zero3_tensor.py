@@ -68,7 +68,7 @@ def layer_tensors(ctx: Ctx) -> list[Tensor]:
 
     out += [Tensor(f"norm1.{i}", n) for i, n in enumerate(norm)]
     linear("qkv", h, ctx.qkv_width, ctx.qkv_width)
-    linear("proj", ctx.heads * ctx.d, h, h)
+    linear("proj", ctx.attn_out_width, h, h)
     out += [Tensor(f"norm2.{i}", n) for i, n in enumerate(norm)]
     linear("fc1", h, ctx.up_width, ctx.up_width)
     linear("fc2", ctx.ffn, h, h)

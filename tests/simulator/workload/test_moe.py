@@ -60,8 +60,8 @@ def test_spec_from_hf_names_counts_active_parameters() -> None:
 
 
 def test_unmodelled_architectures_are_refused_by_name() -> None:
-    with pytest.raises(ConfigError, match=r"kv_lora_rank.*latent attention"):
-        model_from_dict({**SMALL, "kv_lora_rank": 512}, "deepseek")
+    with pytest.raises(ConfigError, match=r"mlp_only_layers.*irregular"):
+        model_from_dict({**SMALL, "mlp_only_layers": [1]}, "qwen")
     with pytest.raises(ConfigError, match="top_k"):
         model_from_dict({k: v for k, v in SMALL.items() if k != "num_experts_per_tok"}, "x")
     with pytest.raises(ConfigError, match="needs experts"):
@@ -234,7 +234,7 @@ def test_an_unseen_moe_row_maps_by_name_or_says_why() -> None:
     parsed = mod.parse(row)
     assert not isinstance(parsed, str)
     assert parsed.model.name == "mixtral-8x7b" and parsed.plan.expert_tp == 2
-    refused = mod.parse({**row, "model": "DeepSeek-V3"})
+    refused = mod.parse({**row, "model": "Qwen3-Next 80B-A3B"})
     assert isinstance(refused, str) and "no built-in shape" in refused
 
 
