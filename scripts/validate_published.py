@@ -43,7 +43,7 @@ import statistics
 import sys
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,12 @@ MEGATRON_BRIDGE_RECOMPUTE = {"gpt-oss-120b": "layernorm,moe_act"}
 #: _V2: `moe_a2a_overlap=True`); Qwen3 30B-A3B's and GPT-OSS's H100 presets leave it off.
 #: Releases before 25.11 (the 25.09 token-drop rows) are not known to set it.
 MEGATRON_BRIDGE_A2A_OVERLAP = {"qwen3-235b-a22b"}
+#: frameworks that train the Hugging Face model class, which has no multi-token-prediction
+#: module: NeMo AutoModel's DeepseekV3ForCausalLM builds `num_hidden_layers` blocks and an
+#: output head only (nemo_automodel/components/models/deepseek_v3/model.py). Megatron-Bridge's
+#: DeepSeek-V3 recipe trains one MTP layer (recipes/deepseek/deepseek_v3.py:
+#: `mtp_num_layers = 1`), as the built-in has it.
+NO_MTP = ("NeMo AutoModel",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +202,8 @@ def parse_moe(r: dict[str, str]) -> Row | str:
         mb["etp"] = int(etp[1])
     try:
         model = load_model(name)
+        if r["framework"].startswith(NO_MTP):
+            model = replace(model, mtp_layers=0)
         plan = ParallelPlan.build(
             model,
             **_layout(r),

@@ -3,7 +3,8 @@
 A chunk is the run of layers a (virtual) pipeline stage holds; the first chunk of the
 model starts with the embedding (vocab-parallel lookup, its TP reduction), the last ends
 with the final norm, the output GEMM (BF16) and the vocab-parallel cross-entropy (three
-small TP all-reduces). Under ZeRO-3 (FSDP) every layer's weights are all-gathered over
+small TP all-reduces), after the multi-token-prediction layers where the model has them
+(`mtp`). Under ZeRO-3 (FSDP) every layer's weights are all-gathered over
 the DP group before its forward and again before its backward, prefetched one layer
 ahead, and its gradients reduce-scattered after its backward, on the DP stream. Blocks
 are built once per distinct (layers, embedding, output, pass) and shared by every
@@ -79,24 +80,27 @@ def _embedding_fwd(blk: Block, ctx: Ctx, waits: tuple[int, ...] = ()) -> tuple[i
     return (blk.coll("embedding.reduce", TP_STREAM, kind, T * h * BF16, TP, look),)
 
 
-def _output_fwd(blk: Block, ctx: Ctx, waits: tuple[int, ...] = ()) -> int:
+def output_fwd(blk: Block, ctx: Ctx, waits: tuple[int, ...] = (), prefix: str = "") -> int:
+    """Final norm, output GEMM, vocab-parallel cross-entropy and loss (`prefix`: of the
+    node names, a multi-token-prediction head's)."""
     T, h, v = ctx.T, ctx.h, ctx.vocab
-    norm = blk.compute("final_norm", *ctx.mem(ctx.T_sp * h * BF16 * 2), waits=waits)
-    gathered_gemm(blk, ctx, "output", (T, v, h), norm, "bf16")
-    ce = ew.cross_entropy(blk, ctx, backward=False)
+    norm = blk.compute(f"{prefix}final_norm", *ctx.mem(ctx.T_sp * h * BF16 * 2), waits=waits)
+    gathered_gemm(blk, ctx, f"{prefix}output", (T, v, h), norm, "bf16")
+    ce = ew.cross_entropy(blk, ctx, backward=False, prefix=prefix)
     last = ce
     if ctx.plan.tp > 1:
         for part in ("max", "target", "sum_exp"):
-            last = blk.coll(
-                f"cross_entropy.{part}_all_reduce", TP_STREAM, ALL_REDUCE, T * 4, TP, ce
-            )
-    return blk.compute("loss", *ctx.mem(T * 8), waits=(last,))
+            name = f"{prefix}cross_entropy.{part}_all_reduce"
+            last = blk.coll(name, TP_STREAM, ALL_REDUCE, T * 4, TP, ce)
+    return blk.compute(f"{prefix}loss", *ctx.mem(T * 8), waits=(last,))
 
 
-def _output_bwd(blk: Block, ctx: Ctx, waits: tuple[int, ...]) -> tuple[int, ...]:
-    ew.cross_entropy(blk, ctx, backward=True, waits=waits)
-    red = col_backward(blk, ctx, "output", ctx.vocab, ctx.h, "bf16")
-    blk.compute("final_norm_bwd", *ctx.mem(ctx.T_sp * ctx.h * BF16 * 3), waits=red)
+def output_bwd(blk: Block, ctx: Ctx, waits: tuple[int, ...], prefix: str = "") -> tuple[int, ...]:
+    """The backward of `output_fwd`."""
+    ew.cross_entropy(blk, ctx, backward=True, waits=waits, prefix=prefix)
+    red = col_backward(blk, ctx, f"{prefix}output", ctx.vocab, ctx.h, "bf16")
+    nbytes = ctx.T_sp * ctx.h * BF16 * 3
+    blk.compute(f"{prefix}final_norm_bwd", *ctx.mem(nbytes), waits=red)
     return ()
 
 
@@ -137,13 +141,21 @@ def build_chunk(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Froz
         if key.output:
             if fsdp:
                 waits = (_fsdp_gather(blk, ctx, "output", emb_params, -1),)
-            _output_fwd(blk, ctx)
+            if ctx.model.mtp_layers:
+                from lumos.simulator.workload.mtp import mtp_forward
+
+                mtp_forward(blk, ctx)
+            output_fwd(blk, ctx)
         blk.mark("out", blk.last_compute)
         return blk.freeze()
     if key.output:
         if fsdp:
             waits = (_fsdp_gather(blk, ctx, "output", emb_params, -1),)
-        waits = _output_bwd(blk, ctx, waits)
+        waits = output_bwd(blk, ctx, waits)
+        if ctx.model.mtp_layers:
+            from lumos.simulator.workload.mtp import mtp_backward
+
+            mtp_backward(blk, ctx)
     top = f"layer{first_layer + key.layers - 1}"
     gather = _fsdp_gather(blk, ctx, top, lp, blk.last_compute) if fsdp else -1
     for i in reversed(range(key.layers)):
@@ -185,11 +197,11 @@ def _build_tensorwise(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -
             layer_forward(blk, ctx, tag, (*waits, *fetched), first_layer + i)
             waits = ()
         if key.output:  # a tied weight was released after the lookup: fetched again
-            _output_fwd(blk, ctx, z3.gather(blk, ctx, "output", emb, blk.last_compute))
+            output_fwd(blk, ctx, z3.gather(blk, ctx, "output", emb, blk.last_compute))
         blk.mark("out", blk.last_compute)
         return blk.freeze()
     if key.output:
-        waits = _output_bwd(blk, ctx, z3.gather(blk, ctx, "output", emb, -1))
+        waits = output_bwd(blk, ctx, z3.gather(blk, ctx, "output", emb, -1))
     tensors = z3.layer_tensors(ctx)
     for i in reversed(range(key.layers)):
         tag = f"layer{first_layer + i}"

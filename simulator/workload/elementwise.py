@@ -81,12 +81,15 @@ def wgrad_transposes(blk: Block, ctx: Ctx, name: str, elements: int) -> None:
         blk.compute(f"{name}.transpose_fp8", *ctx.mem(elements * TRANSPOSE_BYTES))
 
 
-def cross_entropy(blk: Block, ctx: Ctx, backward: bool, waits: tuple[int, ...] = ()) -> int:
+def cross_entropy(
+    blk: Block, ctx: Ctx, backward: bool, waits: tuple[int, ...] = (), prefix: str = ""
+) -> int:
     """The loss over the local vocabulary shard (FP32 softmax); torchtitan runs PyTorch's
-    unfused cross-entropy on FP32-cast logits, whose backward moves more."""
+    unfused cross-entropy on FP32-cast logits, whose backward moves more. `prefix`: of the
+    node's name (a multi-token-prediction loss)."""
     elements = ctx.T * ctx.vocab
+    name = f"{prefix}cross_entropy{'_bwd' if backward else ''}"
     if ctx.fw.eager_loss:
         op = EAGER["cross_entropy"][backward]
-        return chain(blk, ctx, f"cross_entropy{'_bwd' if backward else ''}", op, elements, waits)
-    name = "cross_entropy_bwd" if backward else "cross_entropy"
+        return chain(blk, ctx, name, op, elements, waits)
     return blk.compute(name, *ctx.mem(elements * (6 if backward else 14)), waits=waits)

@@ -10,7 +10,8 @@ the pipeline order (`schedule.stage_order`), each pass preceded by its receive a
 followed by its send on the PP streams → gradient buckets reduce-scattered (ZeRO-1) or
 all-reduced (ZeRO-0) on the DP stream once their layers' last backward is done (at the
 end without `overlap_grad_reduce`) → tied-embedding gradient all-reduce between the
-first and last stage → optimizer step on this rank's shard → [parameter all-gather
+first and last stage (also the embedding copy the multi-token-prediction layers read) →
+optimizer step on this rank's shard → [parameter all-gather
 without `overlap_param_gather`]. A mixture-of-experts model's expert weights sit in their
 own buckets (Megatron's expert-parallel gradient buffers), reduced and gathered over the
 expert-data-parallel group (`plan.Layout.expert_dp_group`) instead of the DP group.
@@ -142,7 +143,10 @@ class Generator:
         p, m = self.plan, self.model
         local = m.experts // p.ep * m.expert_params() // p.expert_tp if m.moe else 0
         first = self.first_layer[v]
-        return [local if m.is_moe_layer(first + i) else 0 for i in range(self.chunk_layers[v])]
+        out = [local if m.is_moe_layer(first + i) else 0 for i in range(self.chunk_layers[v])]
+        if v == len(self.chunk_layers) - 1 and m.is_moe_layer(m.layers):  # MTP layers' experts
+            out[-1] += m.mtp_layers * local
+        return out
 
     def chunk_params(self, v: int) -> list[int]:
         """Local weights per layer of virtual stage `v` (embedding/output added at the ends),
@@ -154,7 +158,17 @@ class Generator:
             out[0] += emb
         if v == len(self.chunk_layers) - 1 and not (self.model.tied_embeddings and v == 0):
             out[-1] += 0 if self.model.tied_embeddings and self.plan.pp == 1 else emb
+        if v == len(self.chunk_layers) - 1 and self.model.mtp_layers:
+            out[-1] += self._mtp_params(emb if v > 0 and not self.model.tied_embeddings else 0)
         return out
+
+    def _mtp_params(self, embedding: int) -> int:
+        """Local multi-token-prediction weights outside routed experts (`mtp`), plus the
+        last stage's `embedding` copy they read (pipelined, untied)."""
+        m, t = self.model, self.plan.tp
+        layer = self._dense_layer_params(m.layers)
+        extra = 2 * m.hidden * m.hidden // t + 3 * m.hidden
+        return m.mtp_layers * (layer + extra) + embedding
 
     def buckets(self, v: int, experts: bool = False) -> list[tuple[int, int]]:
         """(last layer index in the chunk, params) per gradient bucket, backward order;
@@ -226,7 +240,8 @@ class Generator:
                     grads.clear()
         end = pieces.last_compute()
         reduces += [self._grad_reduce(pieces, end, p, e) for _, _, p, e in grads]
-        if self.model.tied_embeddings and plan.pp > 1 and stage in (0, plan.pp - 1):
+        shared = self.model.tied_embeddings or self.model.mtp_layers > 0
+        if shared and plan.pp > 1 and stage in (0, plan.pp - 1):
             emb = Block(self.names)
             size = ctx.vocab * ctx.h * BF16
             emb.coll("embedding.grad_all_reduce", DP_STREAM, ALL_REDUCE, size, EMB, -1)

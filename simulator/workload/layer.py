@@ -211,11 +211,12 @@ def col_backward(
     k: int,
     dtype: str | None = None,
     gather: int = 0,
+    waits: tuple[int, ...] = (),
 ) -> tuple[int, ...]:
     """Backward of a column-parallel linear (fwd M=T, N=n, K=k). Megatron re-gathers the
     saved input (`gather` bytes a shard, default [T_sp, h]) while dgrad runs and reduces
     dgrad's output while wgrad runs; DTensor (torchtitan) saved the gathered input and
-    reduces after both GEMMs (`framework`)."""
+    reduces after both GEMMs (`framework`). dgrad also waits for `waits`."""
     T, t = ctx.T, ctx.plan.tp
     if dtype is None:
         _cast(blk, ctx, f"{name}.grad", T * n)
@@ -229,7 +230,7 @@ def col_backward(
     held = UB_BULK.get(name.rsplit(".", 1)[-1]) if _userbuffers(ctx) else None
     if held:  # the bulk communication kernels share the SMs with the GEMM they overlap
         sms = (ctx.km.physics.sm_count - held[0], ctx.km.physics.sm_count - held[1])
-    dgrad = blk.compute(f"{name}.dgrad", *ctx.gemm(T, k, n, dtype, sms=sms[0]))
+    dgrad = blk.compute(f"{name}.dgrad", *ctx.gemm(T, k, n, dtype, sms=sms[0]), waits=waits)
     kind = REDUCE_SCATTER if ctx.sp else ALL_REDUCE
     red: tuple[int, ...] = ()
     if t > 1 and overlap:

@@ -168,8 +168,8 @@ def estimate_memory(
         if plan.zero == 3:
             w, g = w / dp + 2 * ctx.layer_params_local() * BF16, g / dp
         act = layers_alive * layer_activation_bytes(ctx)
-        if stage == plan.pp - 1:
-            act += 2 * ctx.T * ctx.vocab * 4  # FP32 logits and their gradient
+        if stage == plan.pp - 1:  # FP32 logits and their gradient, MTP heads' too
+            act += (1 + ctx.model.mtp_layers) * 2 * ctx.T * ctx.vocab * 4
         m = MemoryEstimate(
             w / GB,
             g / GB,

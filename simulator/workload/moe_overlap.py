@@ -17,7 +17,8 @@ forward's experts and combine; backward's router and attention; forward's unperm
 Layers are paired in order (forward's first with backward's last); a pair where either
 layer is dense, or a layer without a partner, runs as it would alone. The chunk's
 embedding and output layers run around the pairs (forward's embedding and backward's
-output first, forward's output and backward's embedding last).
+output first, forward's output and backward's embedding last), the multi-token-prediction
+layers (`mtp`) with the output layer, unmerged.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from lumos.simulator.workload.chunk import (
     ChunkKey,
     _embedding_bwd,
     _embedding_fwd,
-    _output_bwd,
-    _output_fwd,
+    output_bwd,
+    output_fwd,
 )
 from lumos.simulator.workload.dims import BF16, Ctx
 from lumos.simulator.workload.elementwise import norm
@@ -88,7 +89,11 @@ def build_pair(
         f_last = blk.last_compute
     if b.output:
         head("b_head")
-        _output_bwd(blk, ctx, ())
+        output_bwd(blk, ctx, ())
+        if ctx.model.mtp_layers:  # not merged with the forward: run alone
+            from lumos.simulator.workload.mtp import mtp_backward
+
+            mtp_backward(blk, ctx)
         b_last = blk.last_compute
     for i in range(max(f.layers, b.layers)):
         fi = f_first + i if i < f.layers else None
@@ -109,7 +114,11 @@ def build_pair(
             f_last = layer_forward(blk, ctx, f"layer{fi}", f_waits, fi)
             f_waits = ()
     if f.output:
-        f_last = _output_fwd(blk, ctx)
+        if ctx.model.mtp_layers:
+            from lumos.simulator.workload.mtp import mtp_forward
+
+            mtp_forward(blk, ctx)
+        f_last = output_fwd(blk, ctx)
     if b.embedding:
         _embedding_bwd(blk, ctx)
         b_last = blk.last_compute

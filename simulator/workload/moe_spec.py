@@ -9,7 +9,8 @@ always-active shared-expert MLP, 0: none) or `shared_experts` (their count, each
 every n-th layer, from layer 0), and multi-head latent attention (DeepSeek-V2/V3 MLA:
 `kv_lora` > 0, the KV compression rank; `q_lora`, the query compression rank, 0: queries
 projected directly; `qk_nope` / `qk_rope`, the per-head query/key widths without and with
-RoPE; `v_head`, the per-head value width). Hugging Face and Megatron names are accepted for
+RoPE; `v_head`, the per-head value width), and `mtp_layers` (multi-token prediction
+layers: Megatron-Core's `mtp_num_layers`, DeepSeek's `num_nextn_predict_layers`). Hugging Face and Megatron names are accepted for
 each (`ALIASES`), so a config.json's values can be pasted (a `null` MLA rank reads as 0).
 What lumos does not model is refused by name (`UNMODELLED`) rather than estimated as
 something else.
@@ -55,13 +56,12 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "qk_nope": ("qk_nope", "qk_nope_head_dim"),
     "qk_rope": ("qk_rope", "qk_rope_head_dim", "qk_pos_emb_head_dim"),
     "v_head": ("v_head", "v_head_dim"),
+    "mtp_layers": ("mtp_layers", "mtp_num_layers", "num_nextn_predict_layers"),
 }
 #: the MLA keys (a config.json gives `q_lora_rank: null` for unprojected queries)
 MLA = ("q_lora", "kv_lora", "qk_nope", "qk_rope", "v_head")
 #: keys of architectures lumos does not model -> what they are
 UNMODELLED = {
-    "num_nextn_predict_layers": "multi-token prediction layers",
-    "mtp_num_layers": "multi-token prediction layers",
     "mlp_only_layers": "an irregular list of dense layers",
 }
 DEFAULTS = {
@@ -79,6 +79,7 @@ DEFAULTS = {
     "qk_nope": 0,
     "qk_rope": 0,
     "v_head": 0,
+    "mtp_layers": 0,
 }
 
 
@@ -110,7 +111,7 @@ def moe_fields(data: dict[str, Any], where: str) -> tuple[dict[str, Any], dict[s
         if got is None:
             continue
         name, value = got
-        if key in MLA and value is None:
+        if key in (*MLA, "mtp_layers") and value is None:
             continue
         if key == "moe_every" and isinstance(value, list):
             raise ConfigError(f"{where}: {name!r} as a list is not modelled; give an integer")

@@ -190,6 +190,11 @@ class ParallelPlan:
                 "plan: multi-head latent attention is modelled with flash attention on the "
                 "megatron framework only"
             )
+        if model.mtp_layers and (self.zero == 3 or self.framework != "megatron"):
+            raise ConfigError(
+                "plan: multi-token prediction is modelled on the megatron framework without "
+                "ZeRO-3 only"
+            )
         if model.mla and self.zero == 3 and self.fsdp_unit == "tensor":
             raise ConfigError(
                 "plan: multi-head latent attention under tensor-wise ZeRO-3 is not modelled"

@@ -12,7 +12,11 @@ latent attention (`kv_lora` > 0; DeepSeek-V2/V3) replaces the QKV projection by 
 down-projections (hidden → `q_lora`, hidden → `kv_lora` + `qk_rope`; replicated over TP),
 their RMSNorms and up-projections (→ heads x (`qk_nope` + `qk_rope`) queries, → heads x
 (`qk_nope` + `v_head`) keys and values; split over TP by heads), and the output projection
-reads heads x `v_head`.
+reads heads x `v_head`. Multi-token prediction (`mtp_layers` > 0; DeepSeek-V3, Megatron-Core
+`mtp_num_layers`) adds per MTP layer an embedding of the shifted tokens (shared weights), two
+norms, a [2·hidden → hidden] projection, one more transformer layer and a final norm before
+the shared output layer; `params` leaves them out (as DeepSeek's 671B / 37B do),
+`mtp_params` counts them.
 """
 
 from __future__ import annotations
@@ -76,6 +80,7 @@ class ModelSpec:
     qk_nope: int = 0
     qk_rope: int = 0
     v_head: int = 0
+    mtp_layers: int = 0
 
     @property
     def head_dim(self) -> int:
@@ -180,6 +185,23 @@ class ModelSpec:
         down = self.ffn * h
         bias = self.ffn + h if self.bias else 0
         return self._attention_params() + up + down + bias
+
+    def mtp_layer_params(self, active: bool = False) -> int:
+        """Weights of one multi-token-prediction layer besides the shared embedding and
+        output layer: its transformer layer (index `layers`: an MoE layer where the model's
+        later layers are), the [2h, h] projection, its three norms."""
+        h = self.hidden
+        extra = 2 * h * h + 3 * h * (2 if self.norm is Norm.LAYERNORM else 1)
+        if not self.is_moe_layer(self.layers):
+            return self.layer_params() + extra
+        routed = (self.top_k if active else self.experts) * self.expert_params()
+        return self.moe_dense_params() + routed + extra
+
+    def mtp_params(self, active: bool = False) -> int:
+        """All multi-token-prediction weights (0 without MTP); `active` adds the output
+        layer each MTP loss uses (DeepSeek's convention for activated parameters)."""
+        head = self.vocab * self.hidden if active else 0
+        return self.mtp_layers * (self.mtp_layer_params(active) + head)
 
     def embedding_params(self) -> int:
         """Input embedding (+ learned positions) and, if untied, the output layer."""

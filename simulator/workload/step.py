@@ -87,11 +87,15 @@ class EstimateResult:
 def model_flops_per_step(model: ModelSpec, plan: ParallelPlan) -> float:
     """Model FLOPs of one step: 6 x parameters x tokens + non-causal attention
     (12 x layers x heads x head_dim x seq per token; MLA: the mean of its QK and V head
-    widths), no recomputation — the usual MFU numerator. A mixture of experts counts its active parameters (router, top_k routed
-    experts, shared experts), as Megatron-Bridge's and DeepSeek's MFU figures do."""
+    widths), no recomputation — the usual MFU numerator. A mixture of experts counts its
+    active parameters (router, top_k routed experts, shared experts), as Megatron-Bridge's
+    and DeepSeek's MFU figures do; with multi-token prediction its layers and output heads
+    too (Megatron-LM counts them)."""
     tokens = plan.gbs * plan.seq
     width = model.attention_width  # heads x head_dim; MLA: the mean of its QK and V widths
-    return tokens * (6.0 * model.params(active=True) + 12.0 * model.layers * width * plan.seq)
+    params = model.params(active=True) + model.mtp_params(active=True)
+    layers = model.layers + model.mtp_layers
+    return tokens * (6.0 * params + 12.0 * layers * width * plan.seq)
 
 
 def _resolve(
@@ -201,8 +205,8 @@ MOE_ASSUMPTION = (
 #: what the published mixture-of-experts runs say of these estimates (docs/estimate.md)
 MOE_ACCURACY = (
     "accuracy: mixture-of-experts estimates are rough: against 17 published H100 MoE runs "
-    "(Megatron-Bridge, Megatron-Core model zoo, NeMo AutoModel) lumos is -59 % ... +37 % "
-    "(mean |error| 20-37 % by set; dense models: 4-7 %), mostly too fast: docs/estimate.md"
+    "(Megatron-Bridge, Megatron-Core model zoo, NeMo AutoModel) lumos is -59 % ... +59 % "
+    "(mean |error| 22-37 % by set; dense models: 4-7 %), mostly too fast: docs/estimate.md"
 )
 
 
@@ -231,7 +235,9 @@ def plan_memory(gen: Generator) -> MemoryEstimate:
         vs = [gen.vstage(stage, c) for c in range(plan.vp)]
         params.append(sum(sum(gen.chunk_params(v)) for v in vs))
         experts.append(sum(sum(gen.expert_params(v)) for v in vs))
-        avg_layers = sum(gen.chunk_layers[v] for v in vs) / len(vs)
+        layers = sum(gen.chunk_layers[v] for v in vs)
+        if stage == plan.pp - 1:  # the multi-token-prediction layers sit in the last chunk
+            layers += gen.model.mtp_layers
         order = stage_order(plan.pp, plan.vp, plan.microbatches, stage)
-        alive.append(in_flight(order) * avg_layers)
+        alive.append(in_flight(order) * layers / len(vs))
     return estimate_memory(gen.ctx, params, alive, gen.ctx.km.physics.workspace_gb, experts)

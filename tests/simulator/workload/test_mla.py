@@ -15,12 +15,14 @@ from lumos.errors import ConfigError
 from lumos.hwconfigs.load import load_system
 from lumos.simulator.costmodel.kernels import KernelModel
 from lumos.simulator.graph import COLL
-from lumos.simulator.workload import ParallelPlan, estimate
+from lumos.simulator.workload import ParallelPlan, estimate, generate
 from lumos.simulator.workload.block import Block, Names
 from lumos.simulator.workload.dims import Ctx
+from lumos.simulator.workload.generate import Generator
 from lumos.simulator.workload.layer import attn_backward, attn_forward
 from lumos.simulator.workload.memory import _attention_bytes
 from lumos.simulator.workload.spec import ModelSpec, load_model, model_from_dict
+from lumos.simulator.workload.step import model_flops_per_step, plan_memory
 
 #: hidden 64, 4 heads, q_lora 32, kv_lora 16, QK head 8 + 4 (RoPE), V head 8: HF names
 SMALL = {
@@ -183,3 +185,65 @@ def test_deepseek_v3_and_kimi_k2_builtins() -> None:
     assert (ds.moe_layers, ds.shared_ffn, ds.attention_width) == (58, 2048, 128 * 160)
     k2 = load_model("kimi-k2")
     assert (k2.heads, k2.experts, k2.moe_layers, k2.vocab) == (64, 384, 60, 163840)
+
+
+def _names_by_stage(model: ModelSpec) -> list[Counter[str]]:
+    plan = ParallelPlan.build(model, tp=2, pp=2, dp=2, ep=2, mbs=1, gbs=4, seq=SEQ)
+    step = generate(model, plan, "h100")
+    return [Counter(g.names[i] for i in g.name_idx) for g in step.graphs]
+
+
+def test_mtp_adds_exactly_its_ops_on_the_last_stage() -> None:
+    """One MTP layer (Megatron-Core `mtp_num_layers`): stage 0 is unchanged but for the
+    embedding-gradient all-reduce it now shares with the last stage; the last stage gains,
+    per micro-batch (2), the shifted-token embedding, two norms, the concatenation,
+    eh_proj [2h -> h/tp] with its gathers, one MoE layer (index 2, the same ops as the
+    model's layers) and a loss head, forward and backward."""
+    kw = {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32}
+    base, mtp = _names_by_stage(_model(**kw)), _names_by_stage(_model(**kw, mtp_num_layers=1))
+    assert mtp[0] - base[0] == Counter({"embedding.grad_all_reduce": 1})
+    assert not base[0] - mtp[0] and not base[1] - mtp[1]
+    added = mtp[1] - base[1]
+    layer1 = Counter({k.split(".", 1)[1]: v for k, v in base[1].items() if k.startswith("layer1.")})
+    layer = Counter(
+        {k.split(".", 2)[2]: v for k, v in added.items() if k.startswith("mtp0.layer.")}
+    )
+    assert layer == layer1  # the MTP layer runs what a model layer runs
+    head = [n for n in base[1] if n.startswith(("final_norm", "output", "cross_entropy", "loss"))]
+    rest = {k: v for k, v in added.items() if not k.startswith("mtp0.layer.")}
+    own = ["embedding", "embedding.reduce", "enorm", "hnorm", "concat", "eh_proj"]
+    own += ["eh_proj.all_gather", "eh_proj.output_all_gather", "eh_proj.output_grad_reduce_scatter"]
+    own += ["eh_proj.dgrad", "eh_proj.input_all_gather", "eh_proj.dgrad_reduce", "eh_proj.wgrad"]
+    own += ["concat_bwd", "hnorm_bwd", "enorm_bwd", "embedding.grad_all_gather", "embedding_bwd"]
+    shared = {"embedding.grad_all_reduce": 1}  # the embedding copy's gradient, with stage 0
+    assert rest == {f"mtp0.{n}": base[1][n] for n in head} | {f"mtp0.{n}": 2 for n in own} | shared
+
+
+def test_mtp_weights_memory_and_flops() -> None:
+    """DeepSeek-V3's MTP module: 11.5B parameters besides the shared embedding and head
+    (README_WEIGHTS.md; lumos 11.61B, within 1 %); it adds to the last stage's weights
+    (its layer, eh_proj, the embedding copy) and activations, and to the model FLOPs."""
+    ds = load_model("deepseek-v3")
+    assert ds.mtp_layers == 1 and ds.params() == pytest.approx(671e9, rel=2e-3)
+    assert ds.mtp_params() == pytest.approx(11.5e9, rel=1e-2)
+    kw = {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32}
+    base, mtp = _model(**kw), _model(**kw, mtp_num_layers=1)
+    plan = ParallelPlan.build(base, tp=2, pp=2, dp=2, ep=2, mbs=1, gbs=4, seq=SEQ)
+    km = KernelModel.for_gpu(load_system("h100").gpu)
+    g0, g1 = Generator(base, plan, km), Generator(mtp, plan, km)
+    assert g1.chunk_params(0) == g0.chunk_params(0)
+    local = g1.ctx.local_params(mtp.moe_dense_params()) + 2 * 64 * 64 // 2 + 3 * 64
+    assert sum(g1.chunk_params(1)) - sum(g0.chunk_params(1)) == local + 128 * 64  # + embedding
+    # 8 experts over ep 2, each split over expert TP (= tp 2)
+    assert sum(g1.expert_params(1)) - sum(g0.expert_params(1)) == 4 * mtp.expert_params() // 2
+    assert plan_memory(g1).activations_gb > plan_memory(g0).activations_gb
+    assert model_flops_per_step(mtp, plan) > model_flops_per_step(base, plan)
+
+
+def test_mtp_under_all_to_all_overlap_runs_unmerged() -> None:
+    """With `a2a_overlap` the MTP layer runs beside the merged pairs, once a pass."""
+    m = _model(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32, mtp_num_layers=1)
+    plan = ParallelPlan.build(m, dp=2, ep=2, mbs=1, gbs=8, seq=SEQ, a2a_overlap=True)
+    (g,) = generate(m, plan, "h100").graphs
+    names = Counter(g.names[i] for i in g.name_idx)
+    assert names["mtp0.eh_proj"] == names["mtp0.eh_proj.dgrad"] == names["output"] == 4
