@@ -275,6 +275,10 @@ def attn_backward(blk: Block, ctx: Ctx, tag: str, red: tuple[int, ...], index: i
     norms = "layernorm" in ctx.plan.selective_modules
     ew.norm(blk, ctx, f"{tag}.norm2_bwd", backward=True, waits=red)
     _row_backward(blk, ctx, f"{tag}.proj", h, ctx.attn_out_width)
+    if "mla_up_proj" in ctx.plan.selective_modules:  # q, k, v re-computed, not kept
+        from lumos.simulator.workload.mla import up_forward
+
+        up_forward(blk, ctx, f"{tag}.recompute", (-1, -1))
     attention_bwd(blk, ctx, tag, _window(ctx, index))
     if ctx.model.mla:
         from lumos.simulator.workload.mla import mla_backward

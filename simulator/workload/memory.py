@@ -14,7 +14,8 @@ attention output and every second matmul's output), full recomputation keeps onl
 layer's input. Multi-head latent attention keeps, besides its q, k, v and output, the
 two latents before and after their norms (the up-projections' inputs) and the RoPE key;
 the up-projections' outputs are re-read by the fused RoPE kernels, whose backward needs
-no input, so they are not kept. Mixture of experts: the routed experts' weights, gradients and optimizer
+no input, so they are not kept; under the `mla_up_proj` recompute module q, k and v are
+not kept either. Mixture of experts: the routed experts' weights, gradients and optimizer
 states are those of this rank's `experts / ep` experts (split over expert TP), the optimizer
 states divided over the expert-data-parallel group; an MoE layer keeps its router logits,
 the permuted tokens (top_k copies of each, FC1's input), the expert FC1 and activation
@@ -109,6 +110,8 @@ def _attention_bytes(ctx: Ctx) -> float:
     if ctx.model.mla:  # the latents: down-projection outputs and their norms' outputs
         m = ctx.model
         attn += ctx.T_sp * (2 * m.q_lora + 2 * m.kv_lora + m.qk_rope) * BF16
+        if "mla_up_proj" in ctx.plan.selective_modules:  # q, k, v re-computed
+            attn -= ctx.T * ctx.qkv_width * BF16
     if not ctx.plan.flash_attention and "core_attn" not in ctx.plan.selective_modules:
         attn += ctx.b * ctx.heads * ctx.s * ctx.s * (2 * BF16 + 1)
     return float(attn)

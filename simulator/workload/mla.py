@@ -41,20 +41,40 @@ def _rope_bytes(ctx: Ctx) -> tuple[int, int]:
     return q * BF16, kv * BF16
 
 
+def _cast(blk: Block, ctx: Ctx, name: str, elems: int) -> None:
+    """FP8 quantisation of a down-projection's input or output gradient: TELinear after a
+    separate norm casts its own input (no LayerNormLinear fusion)."""
+    if ctx.linear_dtype == "fp8":
+        blk.compute(f"{name}.cast_fp8", *ctx.mem(elems * 3))
+
+
 def mla_forward(blk: Block, ctx: Ctx, tag: str, ln: int) -> int:
     """Append the projections and RoPE after the input norm `ln`; returns the last node."""
-    m, T, h, rows = ctx.model, ctx.T, ctx.h, ctx.T_sp
-    q_up, kv_up, kv_down = _widths(ctx)
+    m, h, rows = ctx.model, ctx.h, ctx.T_sp
+    kv_down = _widths(ctx)[2]
+    _cast(blk, ctx, f"{tag}.kv_down", rows * h)  # one cast, read by both down-projections
     if m.q_lora:
         blk.compute(f"{tag}.q_down", *ctx.gemm(rows, m.q_lora, h), waits=(ln,))
     kvd = blk.compute(f"{tag}.kv_down", *ctx.gemm(rows, kv_down, h), waits=(ln,))
+    qn = ln
     if m.q_lora:
         qn = blk.compute(f"{tag}.q_norm", *ctx.mem(rows * m.q_lora * BF16 * 2))
+    kvn = blk.compute(f"{tag}.kv_norm", *ctx.mem(rows * m.kv_lora * BF16 * 2), waits=(kvd,))
+    return up_forward(blk, ctx, tag, (qn, kvn))
+
+
+def up_forward(blk: Block, ctx: Ctx, tag: str, latents: tuple[int, int]) -> int:
+    """The up-projections (after the normed latents' nodes) and the RoPE kernels; also what
+    Megatron's `mla_up_proj` recompute module re-runs before the core attention's backward
+    (q, k and v are then not kept)."""
+    m, T, h, rows = ctx.model, ctx.T, ctx.h, ctx.T_sp
+    q_up, kv_up, kv_down = _widths(ctx)
+    qn, kvn = latents
+    if m.q_lora:
         gather = rows * m.q_lora * BF16
         gathered_gemm(blk, ctx, f"{tag}.q_up", (T, q_up, m.q_lora), qn, None, gather=gather)
     else:
-        gathered_gemm(blk, ctx, f"{tag}.q_proj", (T, q_up, h), ln, None)
-    kvn = blk.compute(f"{tag}.kv_norm", *ctx.mem(rows * m.kv_lora * BF16 * 2), waits=(kvd,))
+        gathered_gemm(blk, ctx, f"{tag}.q_proj", (T, q_up, h), qn, None)
     gather = rows * kv_down * BF16
     gathered_gemm(blk, ctx, f"{tag}.kv_up", (T, kv_up, m.kv_lora), kvn, None, gather=gather)
     q_bytes, kv_bytes = _rope_bytes(ctx)
@@ -65,6 +85,7 @@ def mla_forward(blk: Block, ctx: Ctx, tag: str, ln: int) -> int:
 def _down_backward(blk: Block, ctx: Ctx, name: str, width: int, waits: tuple[int, ...]) -> None:
     """Data and weight gradient of a replicated down-projection (fwd M=T_sp, N=width, K=h)."""
     rows, h = ctx.T_sp, ctx.h
+    _cast(blk, ctx, f"{name}.grad", rows * width)
     blk.compute(f"{name}.dgrad", *ctx.gemm(rows, h, width), waits=waits)
     _wgrad(blk, ctx, name, (width, h, rows))
 

@@ -53,7 +53,7 @@ class Precision(str, Enum):
 #: Megatron-Core `recompute_modules` lumos models: the core attention (its default), the
 #: norms (`layernorm`: their outputs re-computed before the backward that reads them), the
 #: experts' activation (`moe_act`)
-RECOMPUTE_MODULES = frozenset({"core_attn", "layernorm", "moe_act"})
+RECOMPUTE_MODULES = frozenset({"core_attn", "layernorm", "moe_act", "mla_up_proj"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +194,10 @@ class ParallelPlan:
             raise ConfigError(
                 "plan: multi-token prediction is modelled on the megatron framework without "
                 "ZeRO-3 only"
+            )
+        if "mla_up_proj" in self.selective_modules and not model.mla:
+            raise ConfigError(
+                "plan: recompute module 'mla_up_proj' needs multi-head latent attention"
             )
         if model.mla and self.zero == 3 and self.fsdp_unit == "tensor":
             raise ConfigError(

@@ -247,3 +247,33 @@ def test_mtp_under_all_to_all_overlap_runs_unmerged() -> None:
     (g,) = generate(m, plan, "h100").graphs
     names = Counter(g.names[i] for i in g.name_idx)
     assert names["mtp0.eh_proj"] == names["mtp0.eh_proj.dgrad"] == names["output"] == 4
+
+
+def test_mla_up_proj_recompute_reruns_the_up_projections(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Megatron's `mla_up_proj` module: q, k, v are not kept; the up-projections (with their
+    latent gathers) and the RoPE kernels run again before the core attention's backward."""
+    m = _model()
+    plan = ParallelPlan.build(
+        m, tp=2, mbs=1, seq=SEQ, recompute="selective", recompute_modules="mla_up_proj"
+    )
+    ctx = Ctx.make(m, plan, KernelModel.for_gpu(load_system("h100").gpu))
+    shapes = _record(monkeypatch)
+    blk = Block(Names())
+    attn_backward(blk, ctx, "layer0", (), 0)
+    assert shapes[2:4] == [(16, 24, 32), (16, 32, 16)]  # q_up, kv_up after proj's backward
+    names = blk.names.as_list()
+    order = [names[i] for i in blk.name]
+    rerun = [n for n in order if n.startswith("layer0.recompute.")]
+    assert rerun == [
+        "layer0.recompute.q_up.all_gather",
+        "layer0.recompute.q_up",
+        "layer0.recompute.kv_up.all_gather",
+        "layer0.recompute.kv_up",
+        "layer0.recompute.rope_q",
+        "layer0.recompute.rope_kv",
+    ]
+    assert order.index("layer0.recompute.rope_kv") < order.index("layer0.attention_bwd")
+    assert _attention_bytes(_ctx(2)) - _attention_bytes(ctx) == 16 * 2 * (12 + 12 + 8) * 2
+    with pytest.raises(ConfigError, match="mla_up_proj"):
+        dense = model_from_dict({"layers": 2, "hidden": 64, "heads": 4, "vocab": 256}, "d")
+        ParallelPlan.build(dense, recompute="selective", recompute_modules="mla_up_proj")
