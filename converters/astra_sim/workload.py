@@ -39,6 +39,12 @@ from lumos.converters.chakra.conventions import START_NS, STREAM
 from lumos.errors import ExportError
 from lumos.proto import pb
 
+#: how a collective whose group is the rank alone (a generated expert-data-parallel group
+#: of one) is written: ASTRA-sim's rank would wait on it forever
+ONE_RANK_FIX = (
+    "collective of a one-rank group (nothing to exchange) exported as compute of its duration"
+)
+
 _COLLECTIVES: Hashable = ("collectives",)
 
 
@@ -163,6 +169,13 @@ def _exported(
     target = None
     if kind is Kind.COLLECTIVE:
         members = groups.members(rank, source)
+        if members == (rank,):
+            # a one-rank group exchanges nothing; ASTRA-sim never finishes such a collective
+            result.fixes.append(Fix(rank, int(source.id), source.name, ONE_RANK_FIX))
+            local = pb.Node()
+            local.CopyFrom(source)
+            local.type = pb.COMP_NODE
+            return exported_node(local, Kind.COMPUTE, rank, None, result.fixes)
         target = CommTarget(groups.group_id(members), involved_dims(members, npus_count))
     return exported_node(
         source,

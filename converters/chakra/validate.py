@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from lumos.converters.chakra import conventions as cv
 from lumos.converters.chakra.dag import blocked_nodes, one_cycle
 from lumos.converters.chakra.files import EtSource
 from lumos.converters.chakra.node_rules import (
@@ -110,7 +111,7 @@ def check_file(source: EtSource, world: int | None = None) -> FileCheck:
                 timing.add(index, node, attrs)
             if node.type in (pb.COMM_COLL_NODE, *P2P_TYPES):
                 check_comm(node, attrs, path, world, problems)
-            if node.type == pb.COMM_COLL_NODE:
+            if node.type == pb.COMM_COLL_NODE and not _local(attrs):
                 group = str(attrs.get("pg_name", "") or "")
                 size = attrs.get("comm_size")
                 comm_type = attrs.get("comm_type")
@@ -237,6 +238,13 @@ def _check_cycles(
             names[i0],
         )
     )
+
+
+def _local(attrs: dict[str, Any]) -> bool:
+    """A collective of a one-rank group (no `pg_name`, `pg_ranks` one rank: a generated
+    expert-data-parallel group of one) involves no other rank: no cross-rank check."""
+    ranks = attrs.get(cv.PG_RANKS)
+    return not attrs.get("pg_name") and isinstance(ranks, list) and len(ranks) == 1
 
 
 def _group_members(checks: Sequence[FileCheck]) -> dict[str, list[FileCheck]]:
