@@ -8,13 +8,19 @@ for the MLP, H/heads; sequence: S and the flattened B·S), so every op's new sha
 from them its FLOPs and bytes — follow from the traced ones.
 
 Sizes can coincide (a sequence of 128 at hidden 128; B·S = 4·128 = 512 = the MLP's 4H;
-a head size equal to S), so a value alone does not say which axis a dimension is. Two
-rules settle the common layouts: an activation `[B, S, X]` (leading B) has the sequence
-in its middle dimension and features in its last, an attention tensor `[B, heads, S, D]`
-the sequence in its third (its fourth only when D is not S); and a sequence or batch
-edit leaves alone the weight-shaped tensors (parameters and their gradients: `frozen`,
-read from the host ET's tensor ids by `param_storages`), whatever their shape, and a
-hidden edit rewrites them by value.
+B·S = 4·64 = 256 = H and a head size of 64 = S at hidden 256), so a value alone does not
+say which axis a dimension is. The layout says it for activations: `[B, S, X]` (and its
+broadcast `[1, S, X]`) has the sequence in its middle dimension and features in its
+last; attention's `[B, heads, S, D]` the sequence in its third (its fourth only when D
+is not S), `[B, S, heads, D]` in its second, `[B, heads, S]` in its last; token ids
+`[B, S]`, positions `[S]` and targets `[B·S]` have no feature axis; rows of tokens
+`[B·S, X]` or a transposed activation `[X, B·S]` have one, and when X = B·S a GEMM's
+shared dimension tells which (a product of two such activations is a weight's gradient:
+it contracts over the tokens). The weight-shaped tensors (`weights.Weights`: parameters,
+optimizer states, gradients once autograd hands them over, DDP's bucket views, and
+everything inside the optimizer step) are left alone by a sequence or batch edit and
+rewritten by value by a hidden edit, whatever their shape — except a learned position
+table `[S, X]`, whose rows are the sequence.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from dataclasses import dataclass, field
 
 from lumos.proto import pb
 from lumos.simulator.whatif import nodes as nd
+from lumos.simulator.whatif.weights import Weights, json_list
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,52 +74,76 @@ def infer_dims(nodes: Iterable[pb.Node]) -> ModelDims | None:
     return ModelDims(b, s, h, heads.most_common(1)[0][0] if heads else 1)
 
 
+#: GEMMs: the positions of their two matrix operands `[.., m, k] @ [.., k, n]`
+_GEMMS = {"aten::mm": (0, 1), "aten::matmul": (0, 1), "aten::bmm": (0, 1)}
+_GEMMS |= {"aten::addmm": (1, 2), "aten::baddbmm": (1, 2), "aten::addbmm": (1, 2)}
+
+
 @dataclass(frozen=True, slots=True)
 class DimMap:
     """Rewrite of tensor dimensions: {old size: new size} (other sizes stay).
 
     `axis` ("hidden", "seq" or "batch") and `dims` turn on the layout rules of the module
-    doc; `frozen` holds the storage ids whose tensors keep their shapes (see
-    `with_frozen`)."""
+    doc; `weights` names the weight-shaped tensors (see `with_weights`)."""
 
     sizes: Mapping[int, int]
     leading_only: bool = False  # rewrite only each tensor's first dimension (batch)
     axis: str = ""
     dims: ModelDims | None = None
-    frozen: Mapping[int, int] = field(default_factory=dict)
+    weights: Weights = field(default_factory=Weights)
+
+    def with_weights(self, weights: Weights) -> DimMap:
+        """This map for one rank with these weight-shaped tensors: a sequence or batch
+        edit leaves them as they are, a hidden edit rewrites them by value (a position
+        table `[S, X]` along its own axes)."""
+        return DimMap(self.sizes, self.leading_only, self.axis, self.dims, weights)
 
     def with_frozen(self, storages: Mapping[int, int]) -> DimMap:
-        """This map for one rank whose parameters live in these storages: a sequence or
-        batch edit leaves them as they are, a hidden edit rewrites them by value."""
-        return DimMap(self.sizes, self.leading_only, self.axis, self.dims, storages)
+        """`with_weights` with these parameter storages only ({storage: elements})."""
+        return self.with_weights(Weights(params=storages))
 
-    def _is_frozen(self, value: object) -> bool:
-        """A parameter (or a view of the same size: a transpose), not a broadcast of one."""
-        sid = _storage(value)
-        return sid is not None and self.frozen.get(sid, -2) == _numel(value)
-
-    def _axes(self, dims: list[object]) -> set[int] | None:
-        """The positions this map may rewrite in `dims` (None: any, by value)."""
+    def _options(self, dims: list[object]) -> list[set[int] | None]:
+        """The position sets this map may rewrite in `dims` (None: any, by value), the
+        usual reading first; two when the layout is ambiguous: a 2-D tensor whose both
+        dimensions are B·S (rows of tokens, or a transposed activation `[X, B·S]`, with
+        X = B·S) — a GEMM's shared dimension tells which (`rewrite`)."""
         d = self.dims
         if d is None or not self.axis or not dims:
-            return None
+            return [None]
         tokens = d.batch * d.seq
-        if len(dims) == 2 and tokens in dims:  # [B·S, X] rows, or [X, B·S] (weight grads)
-            at = 0 if dims[0] == tokens else 1
-            return {at} if self.axis == "seq" else {1 - at}
-        if dims[0] != d.batch:
+        if len(dims) == 2 and tokens in dims and 1 not in dims:  # [B·S, X], or [X, B·S]
+            ats = [0, 1] if dims[0] == dims[1] else [0 if dims[0] == tokens else 1]
+            return [{at} if self.axis == "seq" else {1 - at} for at in ats]
+        return [self._axes(dims, d)]
+
+    def _axes(self, dims: list[object], d: ModelDims) -> set[int] | None:
+        seq = self.axis == "seq"
+        if len(dims) == 1 and dims[0] in (d.seq, d.batch * d.seq) and self.axis != "batch":
+            return {0} if seq else set()  # positions [S] or targets [B·S], not features
+        if dims[0] != d.batch and (dims[0] != 1 or len(dims) != 3):  # [1, S, X] broadcasts
             return None
+        if len(dims) == 2 and dims[1] == d.seq and self.axis != "batch":  # [B, S] token ids
+            return {1} if seq else set()
         if len(dims) == 3 and self.axis != "batch" and dims[1] == d.seq:  # [B, S, X]
-            return {1} if self.axis == "seq" else {2}
+            return {1} if seq else {2}
+        if len(dims) == 3 and dims[1:] == [d.heads, d.seq] and d.heads > 1:  # [B, heads, S]
+            return {2} if seq else set()
         if len(dims) == 4 and dims[1] == d.heads and d.heads > 1:  # [B, heads, S, D]
             head = d.hidden // d.heads
-            if self.axis == "seq":
+            if seq:
                 return {2} if head == d.seq else {2, 3}
             return {3} if self.axis == "hidden" else None
+        if len(dims) == 4 and dims[1:3] == [d.seq, d.heads] and d.heads > 1:  # [B, S, heads, D]
+            return {1} if seq else {3}
         return None
 
-    def shape(self, dims: list[object], by_value: bool = False) -> list[object]:
-        axes = None if by_value else self._axes(dims)
+    def shape(
+        self, dims: list[object], by_value: bool = False, axes: set[int] | None = None
+    ) -> list[object]:
+        """`dims` rewritten: at `axes` if given, else by value or by the layout's usual
+        reading (`_options`)."""
+        if axes is None and not by_value:
+            axes = self._options(dims)[0]
         return [
             self.sizes.get(d, d)
             if isinstance(d, int)
@@ -123,92 +154,84 @@ class DimMap:
             for k, d in enumerate(dims)
         ]
 
-    def rewrite(self, shapes_text: str, values_text: str = "") -> str:
-        """The shapes string of an op with every tensor's dimensions rewritten (tensors
-        whose value, in `values_text`, names a frozen storage stay)."""
+    def _choices(self, x: list[object], v: object, at: int, optim: bool) -> list[list[object]]:
+        """The shapes one tensor (value `v`, at node index `at`) may take, best first."""
+        lead = len(x) - 2  # a position table [S, X], a look-up of all of it, or [1, S, X]
+        if lead >= 0 and self.weights.is_table(x[lead:]) and all(d == 1 for d in x[:lead]):
+            return [self.shape(x, axes={lead} if self.axis == "seq" else {lead + 1})]
+        if optim or self.weights.holds(v, at):
+            if self.axis in ("seq", "batch"):
+                return [x]
+            return [self.shape(x, by_value=True)]
+        out: list[list[object]] = []
+        for axes in self._options(x):
+            new = self.shape(x, by_value=axes is None, axes=axes)
+            if new not in out:
+                out.append(new)
+        return out
+
+    def rewrite(
+        self,
+        shapes_text: str,
+        values_text: str = "",
+        op: str = "",
+        at: int = -1,
+        optim: bool = False,
+    ) -> str:
+        """The shapes string of op `op` (node index `at`; `optim`: in the optimizer step)
+        with every tensor's dimensions rewritten (weight-shaped tensors, named by their
+        values in `values_text`, by the rules of `with_weights`). A GEMM's operands keep
+        their shared dimension equal: where one operand's layout is ambiguous, the
+        reading that agrees with the other's is taken."""
         try:
             shapes = json.loads(shapes_text)
         except ValueError:
             return shapes_text
-        values = _json_list(values_text)
+        values = json_list(values_text)
 
         def walk(x: object, v: object) -> object:
             if isinstance(x, list) and x and all(isinstance(d, int) for d in x):
-                if not self._is_frozen(v):
-                    return self.shape(x)
-                return x if self.axis in ("seq", "batch") else self.shape(x, by_value=True)
+                return self._choices(x, v, at, optim)[0]
             if isinstance(x, list):
                 vs = v if isinstance(v, list) and len(v) == len(x) else [None] * len(x)
                 return [walk(y, w) for y, w in zip(x, vs, strict=True)]
             return x
 
-        return json.dumps(walk(shapes, values), separators=(",", ":"))
+        out = walk(shapes, values)
+        if op in _GEMMS and isinstance(shapes, list) and isinstance(out, list):
+            self._agree(shapes, values, out, _GEMMS[op], at, optim)
+        return json.dumps(out, separators=(",", ":"))
+
+    def _agree(
+        self,
+        shapes: list[object],
+        values: list[object],
+        out: list[object],
+        pos: tuple[int, int],
+        at: int,
+        optim: bool,
+    ) -> None:
+        """Operands `pos` of a GEMM in `out` re-read so that `a[-1] == b[-2]` holds after
+        the rewrite as it did before (in place; left as they are if no reading does)."""
+        a, b = pos
+        if max(a, b) >= len(shapes):
+            return
+        x, y = shapes[a], shapes[b]
+        if not (_matrix(x) and _matrix(y)) or x[-1] != y[-2]:  # type: ignore[index]
+            return
+        va = values[a] if a < len(values) else None
+        vb = values[b] if b < len(values) else None
+        xs = self._choices(x, va, at, optim)  # type: ignore[arg-type]
+        ys = self._choices(y, vb, at, optim)  # type: ignore[arg-type]
+        if len(xs) == len(ys) == 2:  # two activations: a weight's gradient, over the tokens
+            xs = xs[::-1]
+        pick = next(((p, q) for p in xs for q in ys if p[-1] == q[-2]), None)
+        if pick is not None:
+            out[a], out[b] = pick
 
 
-def _numel(value: object) -> int:
-    return (
-        int(value[3])
-        if isinstance(value, list) and len(value) == 6 and isinstance(value[3], int)
-        else -1
-    )
-
-
-def _storage(value: object) -> int | None:
-    """The storage id of a host-ET tensor value `[id, storage, offset, numel, size, device]`."""
-    if isinstance(value, list) and len(value) == 6 and isinstance(value[1], int):
-        return int(value[1])
-    return None
-
-
-def _storages(values_text: str) -> set[int]:
-    """The storage ids of every tensor value of an op's inputs."""
-    out: set[int] = set()
-    stack: list[object] = [_json_list(values_text)]
-    while stack:
-        v = stack.pop()
-        sid = _storage(v)
-        if sid is not None:
-            out.add(sid)
-        elif isinstance(v, list):
-            stack.extend(v)
-    return out
-
-
-def param_storages(nodes: Iterable[pb.Node], seq: int = -1) -> dict[int, int]:
-    """Storages of the parameters and optimizer states: the tensor an optimizer's in-place
-    update takes first (`addcdiv_`, `lerp_`, `addcmul_`, `mul_`, ...; not `add_`, which
-    AdamW also applies to a temporary — ids are reused once a tensor is freed, so a
-    temporary can carry a freed activation's storage id), where ops outside the
-    optimizer take it too. Views of a parameter (a weight's transpose in a GEMM) share
-    its storage. A learned position table (`seq` rows, looked up by an embedding op)
-    grows with the sequence: not counted. Returns {storage: the parameter's elements}."""
-    outside: set[int] = set()
-    updated: dict[int, int] = {}
-    tables: set[int] = set()
-    for n in nodes:
-        if not n.inputs.values:
-            continue
-        first = _json_list(n.inputs.values)[:1]
-        sid = _storage(first[0]) if first else None
-        if nd.tags(n)[0] == "optim":
-            if sid is not None and n.name.endswith("_") and not n.name.endswith("add_"):
-                updated[sid] = _numel(first[0])
-            continue
-        outside.update(_storages(n.inputs.values))
-        if sid is not None and ("embedding" in n.name or "index_select" in n.name):
-            shapes = _shapes(n)
-            if shapes and isinstance(shapes[0], list) and shapes[0][:1] == [seq]:
-                tables.add(sid)
-    return {k: v for k, v in updated.items() if k in outside and k not in tables}
-
-
-def _json_list(text: str) -> list[object]:
-    """`text` parsed as a JSON list ([] when empty, malformed or not a list)."""
-    try:
-        value = json.loads(text) if text else []
-    except ValueError:
-        return []
-    return value if isinstance(value, list) else []
+def _matrix(x: object) -> bool:
+    return isinstance(x, list) and len(x) >= 2 and all(isinstance(d, int) for d in x)
 
 
 def hidden_map(d: ModelDims, hidden: int, ffn: int | None = None) -> DimMap:

@@ -19,11 +19,12 @@ from lumos.converters.ops.cost import OpCost
 from lumos.proto import pb
 from lumos.simulator.costmodel.roofline import CostModel
 from lumos.simulator.whatif import nodes as nd
-from lumos.simulator.whatif.dims import DimMap, param_storages
+from lumos.simulator.whatif.dims import DimMap
 from lumos.simulator.whatif.etset import EtSet, RankEt
 from lumos.simulator.whatif.netfit import NetworkFit, fit_network
 from lumos.simulator.whatif.ops import cost_of, op_groups
 from lumos.simulator.whatif.timing import TraceFit, fit_trace, model_ratio
+from lumos.simulator.whatif.weights import find_weights
 
 #: comm node -> factor on its size (1.0 = unchanged)
 CommScale = Callable[[pb.Node], float]
@@ -66,14 +67,14 @@ def reshape_rank(
 ) -> RankEt:
     """One rank with shapes rewritten and work re-timed (see module doc)."""
     nodes = [nd.clone(n) for n in r.nodes]
-    dmap = dmap.with_frozen(param_storages(r.nodes, dmap.dims.seq if dmap.dims else -1))
+    dmap = dmap.with_weights(find_weights(r.nodes, dmap.dims.seq if dmap.dims else -1))
     gpu = any(nd.on_gpu(n) for n in nodes)
     if not gpu and fit is None:
         fit = trace_fit(r)
     for g in op_groups(r):
         inputs = r.nodes[g.inputs_at].inputs
         old = cost_of(g.name, inputs)
-        new = cost_of(g.name, inputs, dmap.rewrite(inputs.shapes, inputs.values))
+        new = cost_of(g.name, inputs, _rewrite(dmap, r.nodes[g.inputs_at], g.inputs_at))
         if old is None or new is None:
             continue
         if gpu and model is not None:
@@ -84,9 +85,9 @@ def reshape_rank(
             ratio = 1.0
         for i in g.work:
             nd.set_duration(nodes[i], round(nd.duration(nodes[i]) * ratio))
-    for n in nodes:
+    for i, n in enumerate(nodes):
         if n.inputs.shapes:
-            n.inputs.shapes = dmap.rewrite(n.inputs.shapes, n.inputs.values)
+            n.inputs.shapes = _rewrite(dmap, n, i)
         if nd.is_comm(n) and comm_scale is not None:
             factor = comm_scale(n)
             if factor != 1.0:
@@ -95,6 +96,12 @@ def reshape_rank(
                 if net is not None:
                     _retime_comm(n, net, size, round(size * factor))
     return RankEt(r.rank, r.metadata, tuple(nodes))
+
+
+def _rewrite(dmap: DimMap, n: pb.Node, at: int) -> str:
+    """Node `n`'s (at index `at`) input shapes rewritten by `dmap`."""
+    optim = nd.tags(n)[0] == "optim"
+    return dmap.rewrite(n.inputs.shapes, n.inputs.values, n.name, at, optim)
 
 
 def _retime_comm(n: pb.Node, net: NetworkFit, size: int, new_size: int) -> None:

@@ -34,6 +34,7 @@ class _Rank:
         *,
         shapes: object = None,
         types: object = None,
+        values: object = None,
         ntype: int = pb.COMP_NODE,
         proc: tuple[str, int] = ("tid", MAIN),
         data: tuple[int, ...] = (),
@@ -49,6 +50,8 @@ class _Rank:
         if shapes is not None:
             n.inputs.shapes = json.dumps(shapes, separators=(",", ":"))
             n.inputs.types = json.dumps(types)
+        if values is not None:
+            n.inputs.values = json.dumps(values, separators=(",", ":"))
         cpu = proc[0] == "tid"
         items: list[tuple[str, object]] = [(cv.DUR_NS, dur)]
         if ntype == pb.COMP_NODE:

@@ -22,6 +22,7 @@ from lumos.simulator.whatif.etset import EtSet, RankEt
 from tests.simulator.whatif.builders import _ew, _gemm, _Rank, rank_meta
 
 VOCAB, WORKERS = 100, (201, 202)
+GRADS, BUCKETS = 1_000, 500  # storage ids of the gradients and DDP's flat buckets
 _ACC = "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad"
 
 
@@ -52,13 +53,25 @@ def _numel(shape: list[int]) -> int:
     return out
 
 
-def _grad(r: _Rank, shape: list[int]) -> int:
-    """The hand-over of one gradient; returns the AccumulateGrad call's rf_id."""
+def _tensor(storage: int, numel: int, offset: int = 0) -> list[object]:
+    """A host-ET tensor value `[id, storage, offset, numel, itemsize, device]`."""
+    return [storage + 7_000, storage, offset, numel, 4, "cpu"]
+
+
+def _grad(r: _Rank, shape: list[int], grad: list[object], view: list[object]) -> int:
+    """The hand-over of one gradient (`grad`: its tensor value; `view`: its place in the
+    bucket); returns the AccumulateGrad call's rf_id."""
     r.add(_ACC, 2_000)
     acc = r.rf
-    r.add("torch::autograd::AccumulateGrad", 3_000, shapes=[shape], types=["Tensor(float)"])
+    r.add(
+        "torch::autograd::AccumulateGrad",
+        3_000,
+        shapes=[shape],
+        types=["Tensor(float)"],
+        values=[grad],
+    )
     r.add(_ACC, 1_500, rf=acc)
-    r.add("torch::distributed::reducer::mul_out", 2_000, shapes=[shape], types=["T"])
+    r.add("torch::distributed::reducer::mul_out", 2_000, shapes=[shape], types=["T"], values=[view])
     copy = r.rf
     _ew(r, "aten::mul", shape)
     r.add("torch::distributed::reducer::mul_out", 1_500, rf=copy)
@@ -66,8 +79,14 @@ def _grad(r: _Rank, shape: list[int]) -> int:
     return acc
 
 
-def _issue(r: _Rank, acc: int, numel: int) -> int:
-    issue = r.add("c10d::allreduce_", 30_000, shapes=[[[numel]], [], [], [], [], []], types=["T"])
+def _issue(r: _Rank, acc: int, numel: int, k: int) -> int:
+    issue = r.add(
+        "c10d::allreduce_",
+        30_000,
+        shapes=[[[numel]], [], [], [], [], []],
+        types=["T"],
+        values=[[_tensor(BUCKETS + k, numel)], "<Object>", "<Object>", "<None>", True, -1],
+    )
     r.add(_ACC, 2_000, rf=acc)
     return issue
 
@@ -104,14 +123,18 @@ def _backward(
     def hand_over(count: int) -> None:
         for _ in range(count):
             g = next(ready)
-            acc = _grad(r, shapes[g])
+            k = sum(e < g for e in ends)
+            offset = sum(_numel(s) for s in shapes[ends[k - 1] + 1 if k else 0 : g])
+            numel = _numel(shapes[g])
+            view = _tensor(BUCKETS + k, numel, offset)
+            acc = _grad(r, shapes[g], _tensor(GRADS + g, numel), view)
             for w in waiting:
                 w[1] -= 1
             while waiting and waiting[0][1] == 0:
                 colls.append(_collective(r, waiting.pop(0)[0], len(colls), len(r.nodes)))
             if g in ends:
                 k = len(colls) + len(waiting)
-                issue = _issue(r, acc, numels[k])
+                issue = _issue(r, acc, numels[k], k)
                 if late and g != ends[-1]:
                     waiting.append([numels[k], 2])
                 else:

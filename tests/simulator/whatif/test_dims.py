@@ -8,7 +8,8 @@ import json
 
 from lumos.proto import pb
 from lumos.simulator.whatif import nodes as nd
-from lumos.simulator.whatif.dims import ModelDims, hidden_map, param_storages, seq_map
+from lumos.simulator.whatif.dims import DimMap, ModelDims, hidden_map, seq_map
+from lumos.simulator.whatif.weights import find_weights, param_storages
 
 # the grid's sequence-128 capture: B 4, S 128, H 128, 4 heads -> B.S = 512 = 4H, S = H
 DIMS = ModelDims(batch=4, seq=128, hidden=128, heads=4)
@@ -97,3 +98,96 @@ def test_malformed_tensor_values_are_not_parameters_and_do_not_raise() -> None:
     assert all(isinstance(k, int) for k in storages)
     m = seq_map(DIMS, 64).with_frozen(storages)
     assert json.loads(m.rewrite(odd[2].inputs.shapes, odd[2].inputs.values)) == [[4]]
+
+
+# the grid's hidden-256 capture: B 4, S 64, H 256, 4 heads -> B.S = 256 = H, head size 64 = S
+WIDE = ModelDims(batch=4, seq=64, hidden=256, heads=4)
+GRAD, BUCKET, TABLE = 60, 61, 62  # storages: a weight's gradient, a DDP bucket, positions
+
+
+def _wide_step() -> list[pb.Node]:
+    """What the hidden-256 trace shows of the tensors that look alike: an activation
+    `[B.S, H]` that gives its storage back before the attention projection's gradient
+    `[H, H]` gets it, the gradient handed to autograd and copied into its DDP bucket, the
+    learned position table `[S, H]`, and an AdamW temporary of the head's shape."""
+    act, grad = _t(70, GRAD, 65536), _t(71, GRAD, 65536)
+    table = _t(72, TABLE, 16384)
+    return [
+        _op("aten::embedding", [[64, 256], [64]], [table, _t(73, 30, 64)], "fwd", []),
+        _op("aten::gelu", [[256, 256]], [act], "bwd", []),  # the storage's earlier tenant
+        _op("torch::autograd::AccumulateGrad", [[256, 256]], [grad], "bwd", []),
+        _op(
+            "torch::distributed::reducer::mul_out",
+            [[256, 256]],
+            [_t(74, BUCKET, 65536)],
+            "bwd",
+            [],
+        ),
+        _op(
+            "aten::mul", [[256, 256], [], [256, 256]], [grad, 0.5, _t(74, BUCKET, 65536)], "bwd", []
+        ),
+        _op("aten::div", [[128, 256], []], [_t(75, 31, 32768), 2.0], "optim", []),
+    ]
+
+
+def _new(m: DimMap, n: pb.Node, at: int) -> object:
+    optim = nd.tags(n)[0] == "optim"
+    return json.loads(m.rewrite(n.inputs.shapes, n.inputs.values, n.name, at, optim))
+
+
+def test_hidden_edit_when_tokens_equal_the_hidden_size_keeps_weights_weight_shaped() -> None:
+    step = _wide_step()
+    m = hidden_map(WIDE, 128).with_weights(find_weights(step, WIDE.seq))
+    # before autograd takes the storage it held an activation [B.S, H]: the rows stay
+    assert _new(m, step[1], 1) == [[256, 128]]
+    # the gradient [H, H] and its view in the DDP bucket: both dimensions are H
+    assert _new(m, step[2], 2) == [[128, 128]]
+    assert _new(m, step[3], 3) == [[128, 128]]
+    assert _new(m, step[4], 4) == [[128, 128], [], [128, 128]]
+    # an optimizer temporary of the head [vocabulary, H]: not tokens
+    assert _new(m, step[5], 5) == [[128, 128], []]
+    # the position table [S, H] with S = H/heads: only its features change
+    assert _new(m, step[0], 0) == [[64, 128], [64]]
+    assert (
+        seq_map(WIDE, 32)
+        .with_weights(find_weights(step, WIDE.seq))
+        .rewrite(step[0].inputs.shapes, step[0].inputs.values, "aten::embedding", 0)
+        == "[[32,256],[32]]"
+    )
+
+
+def test_gemm_operands_keep_their_shared_dimension_when_tokens_equal_the_hidden_size() -> None:
+    m = hidden_map(WIDE, 128)
+    # fc2's weight gradient: x^T [H, B.S] @ gelu output [B.S, 4H] contracts over tokens
+    assert json.loads(m.rewrite("[[256,256],[256,1024]]", op="aten::mm")) == [
+        [128, 256],
+        [256, 512],
+    ]
+    # the attention projection's: both operands [256, 256], a product of activations
+    assert json.loads(m.rewrite("[[256,256],[256,256]]", op="aten::mm")) == [
+        [128, 256],
+        [256, 128],
+    ]
+    # a forward GEMM against a weight (by value): the activation's rows stay
+    w = hidden_map(WIDE, 128).with_frozen({BUCKET: 196608})
+    shapes = "[[768],[256,256],[256,768],[],[]]"
+    values = json.dumps([_t(1, 2, 768), _t(3, 4, 65536), _t(5, BUCKET, 196608), 1, 1])
+    assert json.loads(w.rewrite(shapes, values, "aten::addmm")) == [
+        [384],
+        [256, 128],
+        [128, 384],
+        [],
+        [],
+    ]
+
+
+def test_hidden_edit_when_the_head_size_equals_the_sequence() -> None:
+    m = hidden_map(WIDE, 128)
+    assert m.shape([4, 64, 4, 64]) == [4, 64, 4, 32]  # [B, S, heads, D] before the transpose
+    assert m.shape([4, 4, 64, 64]) == [4, 4, 64, 32]  # [B, heads, S, D]
+    assert m.shape([4, 4, 64]) == [4, 4, 64]  # the attention's log-sum-exp [B, heads, S]
+    assert m.shape([4, 64]) == [4, 64]  # token ids [B, S]
+    s = seq_map(WIDE, 32)
+    assert s.shape([4, 64, 4, 64]) == [4, 32, 4, 64]
+    assert s.shape([4, 4, 64]) == [4, 4, 32]
+    assert s.shape([4, 64]) == [4, 32]

@@ -178,3 +178,26 @@ def test_committed_ddp_capture_at_hidden_128_has_the_grids_measured_buckets(
     assert "(100,096, 133,376]" in notes[-1]
     grid = [329216, 264192, 265216, 263680, 264192, 265216, 99328 - 32 * 128 * 4]
     assert _sizes(edited) == grid
+
+
+def test_hidden_edit_reads_bucket_views_as_gradients_when_tokens_equal_the_hidden_size() -> None:
+    # batch 2 x sequence 16 = 32 tokens = hidden 32 (the grid's hidden-256 trace: 4 x 64 =
+    # 256): a gradient [H, 4H] = [32, 128] in its bucket looks like activation rows
+    # [B.S, 4H]; read as a weight it is [16, 64] at hidden 16, and DDP's rule forms the
+    # buckets of a hidden-16 step (read as rows: 3 buckets of the wrong sizes)
+    rec = recover(ddp_step(hidden=32, cap=20_000))
+    assert rec.dims is not None and rec.dims.batch * rec.dims.seq == rec.dims.hidden == 32
+    assert _sizes(rec.ets) == [29184, 33536, 33536, 29952]
+    edited, notes = apply_edits(rec, WhatIf(hidden=16))
+    assert "DDP buckets: 4 -> 2 all-reduces" in notes[-1]
+    truth = ddp_step(hidden=16, cap=20_000)
+    assert _sizes(edited) == [23424, 15104] == _sizes(truth)
+
+    def copies(ets: EtSet) -> list[str]:
+        return [
+            n.inputs.shapes
+            for n in ets.rank(0).nodes
+            if n.name == "torch::distributed::reducer::mul_out" and n.inputs.shapes
+        ]
+
+    assert copies(edited) == copies(truth)
