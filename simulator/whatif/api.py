@@ -29,6 +29,7 @@ from lumos.simulator.whatif.groups import GroupRole, group_roles, roles_by_membe
 from lumos.simulator.whatif.layers import set_layers
 from lumos.simulator.whatif.netfit import fit_network
 from lumos.simulator.whatif.normalise import Normalised, normalise_step
+from lumos.simulator.whatif.pages import PageTally
 from lumos.simulator.whatif.reshape import remember_fit, reshape
 from lumos.simulator.whatif.structure import RankStructure, recover_rank, tag
 from lumos.simulator.whatif.tails import keep_tails
@@ -122,18 +123,21 @@ def apply_edits(rec: Recovered, spec: WhatIf) -> tuple[EtSet, list[str]]:
         hidden = spec.hidden or dims.hidden
         act = _activation_roles(ets)
         ratio = hidden / dims.hidden
-        ets = reshape(
-            ets, hidden_map(dims, hidden, spec.ffn), _comm_scale(ets, act, ratio, ratio**2)
-        )
+        tally = PageTally()
+        scale = _comm_scale(ets, act, ratio, ratio**2)
+        ets = reshape(ets, hidden_map(dims, hidden, spec.ffn), scale, tally=tally)
         notes.append(
             f"hidden: {dims.hidden} -> {hidden}" + (f", FFN -> {spec.ffn}" if spec.ffn else "")
         )
+        notes += [tally.note()] if tally.note() else []
     if spec.seq is not None:
         assert dims is not None
         act = _activation_roles(ets)
         scale = _comm_scale(ets, act, spec.seq / dims.seq, 1.0)
-        ets = reshape(ets, seq_map(dims, spec.seq), scale, model)
+        tally = PageTally()
+        ets = reshape(ets, seq_map(dims, spec.seq), scale, model, tally)
         notes.append(f"sequence: {dims.seq} -> {spec.seq}")
+        notes += [tally.note()] if tally.note() else []
     if spec.tp is not None:
         from lumos.simulator.whatif.tp import set_tp, tp_degree
 

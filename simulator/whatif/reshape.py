@@ -6,7 +6,8 @@ Every node's input shapes are rewritten with a `DimMap`; each priced leaf op
 between its new and old FLOPs/bytes (`timing`): the cost model's on a GPU trace, the
 trace's own fit on a CPU-only one. Communication sizes scale by the caller's factors:
 data-parallel gradients with the parameters, activations (tensor/pipeline/context
-parallel) with B·S·H.
+parallel) with B·S·H. On a CPU-only trace, an op that reaches or leaves the step's
+largest allocation size gains or gives back fresh-page faults (`pages`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from lumos.simulator.whatif.dims import DimMap
 from lumos.simulator.whatif.etset import EtSet, RankEt
 from lumos.simulator.whatif.netfit import NetworkFit, fit_network
 from lumos.simulator.whatif.ops import cost_of, op_groups
+from lumos.simulator.whatif.pages import PageShift, PageTally
 from lumos.simulator.whatif.timing import TraceFit, fit_trace, model_ratio
 from lumos.simulator.whatif.weights import find_weights
 
@@ -64,14 +66,21 @@ def reshape_rank(
     model: CostModel | None = None,
     fit: TraceFit | None = None,
     net: NetworkFit | None = None,
+    tally: PageTally | None = None,
 ) -> RankEt:
-    """One rank with shapes rewritten and work re-timed (see module doc)."""
+    """One rank with shapes rewritten and work re-timed (see module doc); `tally`
+    collects what the host page model did (`pages`)."""
     nodes = [nd.clone(n) for n in r.nodes]
     dmap = dmap.with_weights(find_weights(r.nodes, dmap.dims.seq if dmap.dims else -1))
     gpu = any(nd.on_gpu(n) for n in nodes)
     if not gpu and fit is None:
         fit = trace_fit(r)
-    for g in op_groups(r):
+    groups = op_groups(r)
+    shift = None
+    if not gpu:
+        at = [g.inputs_at for g in groups]
+        shift = PageShift.of(r.nodes, at, lambda i: _rewrite_outputs(dmap, r.nodes[i], i))
+    for g in groups:
         inputs = r.nodes[g.inputs_at].inputs
         old = cost_of(g.name, inputs)
         new = cost_of(g.name, inputs, _rewrite(dmap, r.nodes[g.inputs_at], g.inputs_at))
@@ -85,9 +94,17 @@ def reshape_rank(
             ratio = 1.0
         for i in g.work:
             nd.set_duration(nodes[i], round(nd.duration(nodes[i]) * ratio))
+        if shift is not None and g.work:
+            traced = sum(nd.duration(r.nodes[i]) for i in g.work)
+            extra = shift.retime(g.inputs_at, traced, ratio, tally) - round(traced * ratio)
+            if extra:
+                top = max(g.work, key=lambda i: nd.duration(nodes[i]))
+                nd.set_duration(nodes[top], nd.duration(nodes[top]) + extra)
     for i, n in enumerate(nodes):
         if n.inputs.shapes:
             n.inputs.shapes = _rewrite(dmap, n, i)
+        if n.outputs.shapes:
+            n.outputs.shapes = _rewrite_outputs(dmap, r.nodes[i], i)
         if nd.is_comm(n) and comm_scale is not None:
             factor = comm_scale(n)
             if factor != 1.0:
@@ -102,6 +119,12 @@ def _rewrite(dmap: DimMap, n: pb.Node, at: int) -> str:
     """Node `n`'s (at index `at`) input shapes rewritten by `dmap`."""
     optim = nd.tags(n)[0] == "optim"
     return dmap.rewrite(n.inputs.shapes, n.inputs.values, n.name, at, optim)
+
+
+def _rewrite_outputs(dmap: DimMap, n: pb.Node, at: int) -> str:
+    """Node `n`'s (at index `at`) output shapes rewritten by `dmap` (no operand rule)."""
+    optim = nd.tags(n)[0] == "optim"
+    return dmap.rewrite(n.outputs.shapes, n.outputs.values, "", at, optim)
 
 
 def _retime_comm(n: pb.Node, net: NetworkFit, size: int, new_size: int) -> None:
@@ -122,8 +145,11 @@ def reshape(
     dmap: DimMap,
     comm_scale: CommScale | None = None,
     model: CostModel | None = None,
+    tally: PageTally | None = None,
 ) -> EtSet:
     """Every rank reshaped with the same map (communication re-timed on the trace's
     fitted network)."""
     net = fit_network(ets) if comm_scale is not None else None
-    return ets.with_ranks([reshape_rank(r, dmap, comm_scale, model, None, net) for r in ets.ranks])
+    return ets.with_ranks(
+        [reshape_rank(r, dmap, comm_scale, model, None, net, tally) for r in ets.ranks]
+    )
