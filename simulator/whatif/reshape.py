@@ -12,6 +12,7 @@ largest allocation size gains or gives back fresh-page faults (`pages`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 from lumos.converters.chakra import conventions as cv
@@ -121,9 +122,25 @@ def _rewrite(dmap: DimMap, n: pb.Node, at: int) -> str:
     return dmap.rewrite(n.inputs.shapes, n.inputs.values, n.name, at, optim)
 
 
+#: GEMMs whose one output is `a[:-1] + b[-1:]` of operands (a, b)
+_GEMM_OUT = {"aten::mm": (0, 1), "aten::bmm": (0, 1), "aten::addmm": (1, 2)}
+_GEMM_OUT |= {"aten::baddbmm": (1, 2)}
+
+
 def _rewrite_outputs(dmap: DimMap, n: pb.Node, at: int) -> str:
-    """Node `n`'s (at index `at`) output shapes rewritten by `dmap` (no operand rule)."""
+    """Node `n`'s (at index `at`) output shapes rewritten by `dmap`; a GEMM's output
+    follows its rewritten operands (its own layout can be ambiguous where they are not)."""
     optim = nd.tags(n)[0] == "optim"
+    pos = _GEMM_OUT.get(n.name)
+    if pos is not None:
+        try:
+            ins, out = json.loads(n.inputs.shapes), json.loads(n.outputs.shapes)
+            new = json.loads(_rewrite(dmap, n, at))
+            a, b = (ins[k] for k in pos)
+            if out == [a[:-1] + b[-1:]]:
+                return json.dumps([new[pos[0]][:-1] + new[pos[1]][-1:]], separators=(",", ":"))
+        except (ValueError, TypeError, IndexError, KeyError):
+            pass
     return dmap.rewrite(n.outputs.shapes, n.outputs.values, "", at, optim)
 
 

@@ -13,7 +13,7 @@ from lumos.converters.chakra import conventions as cv
 from lumos.converters.chakra.attrs import make_attr
 from lumos.proto import pb
 from lumos.simulator.whatif import nodes as nd
-from lumos.simulator.whatif.dims import DimMap
+from lumos.simulator.whatif.dims import DimMap, ModelDims, hidden_map
 from lumos.simulator.whatif.etset import RankEt
 from lumos.simulator.whatif.pages import MIN_KEEP, PAGE_NS, PageTally, allocations, pages
 from lumos.simulator.whatif.reshape import reshape_rank
@@ -162,3 +162,25 @@ def test_gpu_trace_has_no_host_page_model() -> None:
 def test_edit_to_the_same_hidden_size_changes_nothing(h: int) -> None:
     traced = _adamw_step(h, 28)
     assert _durations(_hidden(traced, h, h)) == _durations(traced)
+
+
+def test_weight_gradient_gemm_leaves_the_largest_allocation_when_tokens_equal_hidden() -> None:
+    # hidden 256 -> 128 at B·S = 256 = H: the FC weight's gradient `mm` into [4H, H]
+    # (1 MiB, the largest with the MLP activation) has an ambiguous [1024, 256] output; it
+    # follows its rewritten operands to [512, 128] (256 KiB: below the new 512 KiB)
+    g, x = _tensor(20, 20, [1024, 256]), _tensor(21, 21, [256, 256])
+    mm = _op(
+        "aten::mm", 1_500 * US, [([1024, 256], g), ([256, 256], x)], [_tensor(22, 22, [1024, 256])]
+    )
+    act = _tensor(23, 23, [4, 64, 1024])
+    gelu = _op("aten::gelu", 250 * US, [([4, 64, 1024], act)], [_tensor(24, 24, [4, 64, 1024])])
+    for k, n in enumerate((gelu, mm), start=1):
+        n.id = k
+    traced = RankEt(0, rank_meta(0, 1), (gelu, mm))
+    tally = PageTally()
+    dims = ModelDims(batch=4, seq=64, hidden=256, heads=4)
+    edited = reshape_rank(traced, hidden_map(dims, 128), fit=TraceFit(), tally=tally)
+    assert json.loads(edited.nodes[1].outputs.shapes) == [[512, 128]]
+    assert json.loads(edited.nodes[0].outputs.shapes) == [[4, 64, 512]]
+    assert (tally.gained, tally.lost) == (0, 1)
+    assert nd.duration(edited.nodes[1]) == 1_500 * US - pages(1 << 20) * PAGE_NS
