@@ -24,8 +24,9 @@ without overlap (`overlap_comm` off by default): `fsdp_unit="tensor"`, see
 TP-comm overlap is off. Mixture-of-experts rows (the `arch` column says MoE; their shape
 columns are empty) take the built-in MoE model their name maps to (`_moe_model`: the
 normalised name, or `MOE_MODELS`; shapes from each model's config.json,
-`simulator/workload/models.yaml`), the row's EP, and for Megatron-Bridge rows what its
-performance recipes set (`MEGATRON_BRIDGE_MOE`); a MoE model with no built-in is refused. A row whose `expressible`
+`simulator/workload/models.yaml`), the row's EP, for Megatron-Bridge rows what its
+performance recipes set (`MEGATRON_BRIDGE_MOE`), and the uneven pipeline split its config
+states (`PIPELINE_SPLITS`); a MoE model with no built-in is refused. A row whose `expressible`
 column says "no", or whose model lumos refuses, is listed as skipped with the reason.
 Nothing here is fitted.
 
@@ -49,6 +50,7 @@ from typing import Any
 
 from lumos.errors import ConfigError, LumosError
 from lumos.simulator.workload import ParallelPlan, Precision, Recompute, estimate
+from lumos.simulator.workload.pipesplit import parse_layout
 from lumos.simulator.workload.spec import ModelSpec, builtin_models, load_model, model_from_dict
 
 CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / "published_training_perf.csv"
@@ -91,6 +93,26 @@ MEGATRON_BRIDGE_A2A_OVERLAP = {"qwen3-235b-a22b"}
 #: DeepSeek-V3 recipe trains one MTP layer (recipes/deepseek/deepseek_v3.py:
 #: `mtp_num_layers = 1`), as the built-in has it.
 NO_MTP = ("NeMo AutoModel",)
+#: uneven pipeline splits the runs' own configs state, by (framework, built-in model), used
+#: where the row is pipelined (and, for a layout, has its pp x vp chunks):
+#: - Megatron-Bridge DeepSeek-V3 on H100 (PP 8 x VP 4): `layout="Et|(tt|)*30mL"` in
+#:   scripts/performance/configs/deepseek/deepseek_llm_pretrain.py
+#:   (`deepseek_v3_h100_1024gpus_{bf16,fp8}_config`; later releases' workload base configs
+#:   keep `pp_layout="Et|(tt|)*30mL"` for DEEPSEEK_V3_PRETRAIN_CONFIG_H100_V1);
+#: - Megatron-Bridge Qwen3 235B-A22B: the recipe the performance scripts build on
+#:   (src/megatron/bridge/recipes/qwen/qwen3_moe.py `qwen3_235b_a22b_pretrain_config`) sets
+#:   `account_for_embedding_in_pipeline_split` and `account_for_loss_in_pipeline_split`;
+#: - Megatron-MoE-ModelZoo Qwen3-235B-A22B: model_configs/benchmarking/Qwen3-235B-A22B.yaml
+#:   sets `--account-for-embedding-in-pipeline-split` and `--account-for-loss-in-pipeline-split`
+#:   (the PP 32 x VP 3 row's 94 layers + 2 = 96 slots, one a virtual stage).
+PIPELINE_SPLITS: dict[tuple[str, str], dict[str, Any]] = {
+    ("Megatron-Bridge", "deepseek-v3"): {"pp_layout": "Et|(tt|)*30mL"},
+    ("Megatron-Bridge", "qwen3-235b-a22b"): {"embedding_in_split": True, "loss_in_split": True},
+    ("Megatron-MoE-ModelZoo", "qwen3-235b-a22b"): {
+        "embedding_in_split": True,
+        "loss_in_split": True,
+    },
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +229,7 @@ def parse_moe(r: dict[str, str]) -> Row | str:
         plan = ParallelPlan.build(
             model,
             **_layout(r),
+            **_pipeline_split(r, name),
             recompute=mb["recompute"],
             ep=int(r["ep"] or 1),
             etp=int(mb["etp"]),
@@ -218,6 +241,19 @@ def parse_moe(r: dict[str, str]) -> Row | str:
     except ConfigError as exc:
         return f"cannot express: {exc}"
     return Row(r["row_id"], pub[0], pub[1], model, plan, _hardware(r["gpu_type"]))
+
+
+def _pipeline_split(r: dict[str, str], name: str) -> dict[str, Any]:
+    """The uneven pipeline split a row's config states (`PIPELINE_SPLITS`), else none."""
+    pp, vp = int(r["pp"]), _int(r["vp"], 1) or 1
+    for (framework, model), split in PIPELINE_SPLITS.items():
+        if framework not in r["framework"] or model != name or pp < 2:
+            continue
+        layout = split.get("pp_layout", "")
+        if layout and len(parse_layout(layout)) != pp * vp:
+            continue
+        return dict(split)
+    return {}
 
 
 def parse(r: dict[str, str]) -> Row | str:
@@ -294,6 +330,8 @@ def _plan_text(p: ParallelPlan) -> str:
         f"{f'({p.recompute_modules})' if p.recompute_modules else ''}"
         f"{' a2a-overlap' if p.a2a_overlap else ''}{' flex' if p.dispatcher == 'flex' else ''}"
         f"{' z3' if p.zero == 3 else ''}{' tpo' if p.tp_comm_overlap else ''}"
+        f"{' E+L-split' if p.embedding_in_split and p.loss_in_split else ''}"
+        f"{' layout' if p.pp_layout else ''}"
         f"{'' if p.framework == 'megatron' else ' ' + p.framework}"
     )
 

@@ -35,6 +35,36 @@ COUNT = click.IntRange(min=1)
     default=0,
     help="Expert tensor-parallel size: 1, or tp (0: tp, Megatron-Core's default).",
 )
+@click.option(
+    "--first-stage-layers",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Decoder layers on the first pipeline stage, the rest spread evenly (Megatron-Core's "
+    "--decoder-first-pipeline-num-layers).",
+)
+@click.option(
+    "--last-stage-layers",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Decoder layers on the last pipeline stage (--decoder-last-pipeline-num-layers).",
+)
+@click.option(
+    "--embedding-in-split",
+    is_flag=True,
+    help="Count the embedding as a layer of the first stage "
+    "(--account-for-embedding-in-pipeline-split).",
+)
+@click.option(
+    "--loss-in-split",
+    is_flag=True,
+    help="Count the loss head as a layer of the last stage (--account-for-loss-in-pipeline-split).",
+)
+@click.option(
+    "--pp-layout",
+    default="",
+    help="Every model chunk's contents (--pipeline-model-parallel-layout), e.g. "
+    "'Et|(tt|)*30mL': E embedding, t decoder layer, m MTP layer, L loss, | chunk boundary.",
+)
 @click.option("--mbs", type=COUNT, default=1, help="Micro-batch size (sequences).")
 @click.option("--gbs", type=COUNT, default=None, help="Global batch in sequences [mbs x dp].")
 @click.option("--seq", type=COUNT, default=None, help="Sequence length [the model's].")
@@ -118,6 +148,11 @@ def estimate_command(
     vp: int,
     ep: int,
     etp: int,
+    first_stage_layers: int | None,
+    last_stage_layers: int | None,
+    embedding_in_split: bool,
+    loss_in_split: bool,
+    pp_layout: str,
     mbs: int,
     gbs: int | None,
     seq: int | None,
@@ -164,6 +199,11 @@ def estimate_command(
         vp=vp,
         ep=ep,
         etp=etp,
+        first_stage_layers=first_stage_layers,
+        last_stage_layers=last_stage_layers,
+        embedding_in_split=embedding_in_split,
+        loss_in_split=loss_in_split,
+        pp_layout=pp_layout,
         mbs=mbs,
         zero=int(zero),
         recompute_modules=recompute_modules,

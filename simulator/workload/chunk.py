@@ -113,6 +113,19 @@ def _embedding_bwd(blk: Block, ctx: Ctx, waits: tuple[int, ...] = ()) -> None:
     blk.compute("embedding_bwd", *ctx.mem(T * h * (BF16 + 8)), waits=(wait, *waits))
 
 
+def noop_if_empty(blk: Block) -> int:
+    """The block's last compute node; a zero-cost one first if it has none (a chunk with
+    no decoder layer, embedding or loss: Megatron-Core builds a no-op layer there)."""
+    if blk.last_compute < 0:
+        blk.compute("noop_layer", 0, 0, 0)
+    return blk.last_compute
+
+
+def _finish(blk: Block) -> Frozen:
+    blk.mark("out", noop_if_empty(blk))
+    return blk.freeze()
+
+
 def build_chunk(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Frozen:
     """The block of one chunk pass (see module doc)."""
     if ctx.plan.zero == 3 and ctx.plan.fsdp_unit == "tensor" and _dp_size(ctx) > 1:
@@ -146,8 +159,7 @@ def build_chunk(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Froz
 
                 mtp_forward(blk, ctx)
             output_fwd(blk, ctx)
-        blk.mark("out", blk.last_compute)
-        return blk.freeze()
+        return _finish(blk)
     if key.output:
         if fsdp:
             waits = (_fsdp_gather(blk, ctx, "output", emb_params, -1),)
@@ -177,8 +189,7 @@ def build_chunk(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Froz
     if key.embedding:
         _embedding_bwd(blk, ctx)
         blk.mark("embedding", blk.last_compute)
-    blk.mark("out", blk.last_compute)
-    return blk.freeze()
+    return _finish(blk)
 
 
 def _build_tensorwise(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Frozen:
@@ -198,8 +209,7 @@ def _build_tensorwise(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -
             waits = ()
         if key.output:  # a tied weight was released after the lookup: fetched again
             output_fwd(blk, ctx, z3.gather(blk, ctx, "output", emb, blk.last_compute))
-        blk.mark("out", blk.last_compute)
-        return blk.freeze()
+        return _finish(blk)
     if key.output:
         waits = output_bwd(blk, ctx, z3.gather(blk, ctx, "output", emb, -1))
     tensors = z3.layer_tensors(ctx)
@@ -214,5 +224,4 @@ def _build_tensorwise(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -
         _embedding_bwd(blk, ctx, waits)
         z3.reduce(blk, ctx, "embedding", emb, blk.last_compute)
         blk.mark("embedding", blk.last_compute)
-    blk.mark("out", blk.last_compute)
-    return blk.freeze()
+    return _finish(blk)

@@ -85,6 +85,12 @@ def units(order: list[Step], pp: int, overlap: bool) -> list[tuple[tuple[Step, i
     return out
 
 
+def _add_last(params: list[int], extra: int) -> list[int]:
+    """`params` with `extra` weights added to its last layer (a chunk with no decoder
+    layer: one entry of its own, which its gradient bucket marks by the pass's end)."""
+    return [*params[:-1], params[-1] + extra] if params else [extra]
+
+
 class Generator:
     """Builds the distinct ranks of one step (see module doc)."""
 
@@ -95,8 +101,7 @@ class Generator:
         self.layout = Layout(plan)
         self.names = Names()
         chunks = plan.pp * plan.vp
-        base, extra = divmod(model.layers, chunks)
-        self.chunk_layers = [base + (1 if v < extra else 0) for v in range(chunks)]
+        self.chunk_layers = plan.chunk_layers(model)  # uneven splits: `pipesplit`
         self.first_layer = [sum(self.chunk_layers[:v]) for v in range(chunks)]
         self._blocks: dict[tuple[int, bool], Frozen] = {}
         self._small: dict[tuple[object, ...], Frozen] = {}
@@ -144,8 +149,8 @@ class Generator:
         local = m.experts // p.ep * m.expert_params() // p.expert_tp if m.moe else 0
         first = self.first_layer[v]
         out = [local if m.is_moe_layer(first + i) else 0 for i in range(self.chunk_layers[v])]
-        if v == len(self.chunk_layers) - 1 and m.is_moe_layer(m.layers):  # MTP layers' experts
-            out[-1] += m.mtp_layers * local
+        if v == len(self.chunk_layers) - 1 and m.mtp_layers and m.is_moe_layer(m.layers):
+            out = _add_last(out, m.mtp_layers * local)  # the MTP layers' experts
         return out
 
     def chunk_params(self, v: int) -> list[int]:
@@ -155,11 +160,12 @@ class Generator:
         out = [self._dense_layer_params(first + i) for i in range(self.chunk_layers[v])]
         emb = self.ctx.vocab * self.ctx.h
         if v == 0:
-            out[0] += emb
+            out = [out[0] + emb, *out[1:]] if out else [emb]
         if v == len(self.chunk_layers) - 1 and not (self.model.tied_embeddings and v == 0):
-            out[-1] += 0 if self.model.tied_embeddings and self.plan.pp == 1 else emb
+            out = _add_last(out, 0 if self.model.tied_embeddings and self.plan.pp == 1 else emb)
         if v == len(self.chunk_layers) - 1 and self.model.mtp_layers:
-            out[-1] += self._mtp_params(emb if v > 0 and not self.model.tied_embeddings else 0)
+            mtp = self._mtp_params(emb if v > 0 and not self.model.tied_embeddings else 0)
+            out = _add_last(out, mtp)
         return out
 
     def _mtp_params(self, embedding: int) -> int:
@@ -281,7 +287,9 @@ class Generator:
         if not st.forward and pos == last_bwd[st.chunk] and self.plan.zero in (0, 1):
             for experts in (False, True):
                 for layer, params in self.buckets(v, experts):
-                    grads.append((start, blk.marks[f"layer{layer}"], params, experts))
+                    # a chunk without decoder layers: its weights are ready at the pass's end
+                    mark = blk.marks.get(f"layer{layer}", blk.marks[out_key])
+                    grads.append((start, mark, params, experts))
 
     def _p2p(self, pieces: Pieces, c: Coords, st: Step, v: int, send: bool, after: int = -1) -> int:
         toward_next = st.forward == send

@@ -114,15 +114,23 @@ def build_pair(
             f_last = layer_forward(blk, ctx, f"layer{fi}", f_waits, fi)
             f_waits = ()
     if f.output:
+        head("f_head")  # a loss-only chunk's forward starts here
         if ctx.model.mtp_layers:
             from lumos.simulator.workload.mtp import mtp_forward
 
             mtp_forward(blk, ctx)
         f_last = output_fwd(blk, ctx)
     if b.embedding:
+        head("b_head")  # an embedding-only chunk's backward starts here
         _embedding_bwd(blk, ctx)
         b_last = blk.last_compute
         blk.mark("embedding", b_last)
+    if f_last < 0:  # a pass with nothing to run: a no-op layer (`chunk.noop_if_empty`)
+        head("f_head")
+        f_last = blk.compute("noop_layer", 0, 0, 0)
+    if b_last < 0:
+        head("b_head")
+        b_last = blk.compute("noop_layer", 0, 0, 0)
     blk.mark("out_f", f_last)
     blk.mark("out_b", b_last)
     for key, idx in heads.items():

@@ -25,6 +25,10 @@ stays inside a node): `rank = ((stage * dp + dp_i) * cp + cp_i) * tp + tp_i`.
 layer, so the all-to-alls of one overlap the other's compute (`moe_overlap`).
 `dispatcher` is Megatron-Core's token dispatcher: `alltoall` (default) or `flex` (DeepEP /
 HybridEP: each token sent once per destination rank, permuted there; `moe`).
+`first_stage_layers`, `last_stage_layers`, `embedding_in_split`, `loss_in_split` and
+`pp_layout` place decoder layers unevenly over the pipeline, as Megatron-Core's
+`--decoder-first/last-pipeline-num-layers`, `--account-for-embedding/loss-in-pipeline-split`
+and `--pipeline-model-parallel-layout` do (`pipesplit`).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from typing import Any
 
 from lumos.errors import ConfigError
 from lumos.limits import MAX_MICROBATCHES, MAX_RANKS
+from lumos.simulator.workload import pipesplit
 from lumos.simulator.workload.framework import profile
 from lumos.simulator.workload.spec import ModelSpec
 
@@ -83,6 +88,11 @@ class ParallelPlan:
     recompute_modules: str = ""
     a2a_overlap: bool = False
     dispatcher: str = "alltoall"
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+    embedding_in_split: bool = False
+    loss_in_split: bool = False
+    pp_layout: str = ""
 
     @property
     def selective_modules(self) -> frozenset[str]:
@@ -166,11 +176,7 @@ class ParallelPlan:
             raise ConfigError(f"plan: tp {self.tp} must divide heads ({model.heads}) and ffn")
         if self.seq % (2 * self.cp if self.cp > 1 else 1):
             raise ConfigError(f"plan: seq {self.seq} must divide into 2 x cp chunks")
-        chunks = self.pp * self.vp
-        if model.layers < chunks:
-            raise ConfigError(
-                f"plan: {model.layers} layers cannot fill pp x vp = {chunks} model chunks"
-            )
+        self.chunk_layers(model)
         if self.vp > 1 and self.microbatches % self.pp:
             raise ConfigError(
                 f"plan: the interleaved schedule needs micro-batches ({self.microbatches}) "
@@ -203,6 +209,11 @@ class ParallelPlan:
             raise ConfigError(
                 "plan: multi-head latent attention under tensor-wise ZeRO-3 is not modelled"
             )
+
+    def chunk_layers(self, model: ModelSpec) -> list[int]:
+        """Decoder layers of every model chunk, virtual-stage order (`pipesplit`); raises
+        ConfigError for a split that does not add up."""
+        return pipesplit.chunk_layers(self, model.layers, model.mtp_layers)
 
     def _check_modules(self) -> None:
         if not self.recompute_modules:
