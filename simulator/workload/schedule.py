@@ -73,10 +73,12 @@ def check_order(order: list[Step], vp: int, m: int) -> list[str]:
     return problems
 
 
-def in_flight(order: list[Step]) -> int:
-    """Most chunk activations alive at once (forwards done, backwards not yet)."""
-    live = peak = 0
+def in_flight(order: list[Step], weights: list[float] | None = None) -> float:
+    """Most chunk activations alive at once (forwards done, backwards not yet); with
+    `weights`, each chunk's pass counts its weight (e.g. its layers) instead of 1."""
+    live = peak = 0.0
     for st in order:
-        live += 1 if st.forward else -1
+        w = 1.0 if weights is None else weights[st.chunk]
+        live += w if st.forward else -w
         peak = max(peak, live)
     return peak

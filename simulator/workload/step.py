@@ -24,6 +24,7 @@ from lumos.simulator.workload.breakdown import Breakdown
 from lumos.simulator.workload.generate import GeneratedStep, Generator
 from lumos.simulator.workload.memory import MemoryEstimate, estimate_memory
 from lumos.simulator.workload.periodic import periodic_timing, sample_counts, simulate_step
+from lumos.simulator.workload.pipesplit import uneven
 from lumos.simulator.workload.plan import ParallelPlan, Precision
 from lumos.simulator.workload.schedule import in_flight, stage_order
 from lumos.simulator.workload.spec import ModelSpec, load_model
@@ -235,9 +236,12 @@ def plan_memory(gen: Generator) -> MemoryEstimate:
         vs = [gen.vstage(stage, c) for c in range(plan.vp)]
         params.append(sum(sum(gen.chunk_params(v)) for v in vs))
         experts.append(sum(sum(gen.expert_params(v)) for v in vs))
-        layers = sum(gen.chunk_layers[v] for v in vs)
+        per_chunk = [float(gen.chunk_layers[v]) for v in vs]
         if stage == plan.pp - 1:  # the multi-token-prediction layers sit in the last chunk
-            layers += gen.model.mtp_layers
+            per_chunk[-1] += gen.model.mtp_layers
         order = stage_order(plan.pp, plan.vp, plan.microbatches, stage)
-        alive.append(in_flight(order) * layers / len(vs))
+        if uneven(plan):  # chunks of a stage differ: each pass keeps its own chunk's layers
+            alive.append(in_flight(order, per_chunk))
+        else:  # the mean chunk (kept as it was for the even split's figures)
+            alive.append(in_flight(order) * sum(per_chunk) / len(vs))
     return estimate_memory(gen.ctx, params, alive, gen.ctx.km.physics.workspace_gb, experts)

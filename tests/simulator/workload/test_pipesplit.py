@@ -169,3 +169,21 @@ def _km():  # type: ignore[no-untyped-def]
     from lumos.simulator.costmodel.kernels import KernelModel
 
     return KernelModel.for_gpu(load_system("h100").gpu)
+
+
+def test_activation_memory_counts_each_chunks_own_layers() -> None:
+    """Stage 0 of PP 2 x VP 2 runs 4 layers either way, but its first chunk (the one the
+    warm-up fills, 3 of its 5 passes in flight at the peak: 13 layer-passes with 3 + 1 and
+    9 with 1 + 3 against the mean chunk's 10) holds more or fewer of them."""
+    from lumos.simulator.workload.schedule import in_flight, stage_order
+    from lumos.simulator.workload.step import plan_memory
+
+    order = stage_order(2, 2, 4, 0)
+    assert (in_flight(order), in_flight(order, [3, 1]), in_flight(order, [1, 3])) == (5, 13, 9)
+    spec = model_from_dict(TINY | {"layers": 8}, "tiny8")
+    base = ParallelPlan.build(spec, pp=2, vp=2, gbs=4, pp_layout="Ettt|t|t|tttL")
+    light = dataclasses.replace(base, pp_layout="Et|ttt|ttt|tL")
+    heavy_mem = plan_memory(Generator(spec, base, _km()))
+    light_mem = plan_memory(Generator(spec, light, _km()))
+    assert heavy_mem.stage == 0
+    assert heavy_mem.activations_gb > light_mem.activations_gb
