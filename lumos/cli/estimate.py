@@ -11,6 +11,7 @@ from lumos.cli.options import force_option, hw_option
 from lumos.cli.outputs import no_stdout
 
 if TYPE_CHECKING:
+    from lumos.simulator.workload.plan import ParallelPlan
     from lumos.simulator.workload.step import EstimateResult
 
 COUNT = click.IntRange(min=1)
@@ -236,6 +237,19 @@ def estimate_command(
         )
 
 
+def _split_text(p: ParallelPlan) -> str:
+    """The plan's uneven pipeline split, as the header shows it ('' for the even split)."""
+    parts = [f"layout {p.pp_layout}"] if p.pp_layout else []
+    if p.first_stage_layers is not None or p.last_stage_layers is not None:
+        first, last = p.first_stage_layers, p.last_stage_layers
+        parts.append(
+            f"first/last stage layers {first if first is not None else '-'}/"
+            f"{last if last is not None else '-'}"
+        )
+    parts += ["embedding in split"] * p.embedding_in_split + ["loss in split"] * p.loss_in_split
+    return "".join(f", {x}" for x in parts)
+
+
 def _print(result: EstimateResult) -> None:
     p, b, m = result.plan, result.breakdown, result.memory
     vp = f"(vp{p.vp})" if p.vp > 1 else ""
@@ -244,7 +258,7 @@ def _print(result: EstimateResult) -> None:
         f"CP{p.cp}{f' EP{p.ep} ETP{p.expert_tp}' if p.ep > 1 else ''}, mbs {p.mbs}, "
         f"gbs {p.gbs}, seq {p.seq}, zero {p.zero}, "
         f"{p.precision.value}, recompute {p.recompute.value}"
-        f"{'' if p.framework == 'megatron' else ', ' + p.framework}"
+        f"{'' if p.framework == 'megatron' else ', ' + p.framework}{_split_text(p)}"
     )
     click.echo(f"  iteration time   {result.iteration_time_s:.3f} s")
     click.echo(f"  tokens/s/GPU     {result.tokens_per_s_per_gpu:.1f}")

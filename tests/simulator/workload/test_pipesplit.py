@@ -148,6 +148,10 @@ def test_uneven_plan_ets_validate(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)["result"]
     assert (report["files"], report["errors"], report["problems"]) == (8, 0, [])
+    from lumos.converters.astra_sim.export import ExportRequest, export_astra_sim
+
+    summary = export_astra_sim(ExportRequest(str(tmp_path / "ets"), tmp_path / "b", hw="h100"))
+    assert summary.ranks == 8 and summary.preflight.sends == summary.preflight.recvs > 0
 
 
 def test_cli_flags(tmp_path: Path) -> None:
@@ -160,6 +164,8 @@ def test_cli_flags(tmp_path: Path) -> None:
     out = CliRunner().invoke(cli, [*args, "--first-stage-layers", "5", "--json"])
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["result"]["plan"]["first_stage_layers"] == 5
+    text = CliRunner().invoke(cli, [*args, "--pp-layout", "Et*8|t*8|t*8|t*8L"])
+    assert text.exit_code == 0 and "layout Et*8|t*8|t*8|t*8L" in text.output, text.output
     bad = CliRunner().invoke(cli, [*args, "--pp-layout", "Et*8|t*8|t*8|t*7L"])
     assert bad.exit_code == 4 and "places 31 decoder layers" in bad.output
 
