@@ -104,7 +104,13 @@ NO_MTP = ("NeMo AutoModel",)
 #:   `account_for_embedding_in_pipeline_split` and `account_for_loss_in_pipeline_split`;
 #: - Megatron-MoE-ModelZoo Qwen3-235B-A22B: model_configs/benchmarking/Qwen3-235B-A22B.yaml
 #:   sets `--account-for-embedding-in-pipeline-split` and `--account-for-loss-in-pipeline-split`
-#:   (the PP 32 x VP 3 row's 94 layers + 2 = 96 slots, one a virtual stage).
+#:   (the PP 32 x VP 3 row's 94 layers + 2 = 96 slots, one a virtual stage);
+#: - Megatron-Bridge Llama 3.1 405B (dense): the recipe its performance scripts build on
+#:   (src/megatron/bridge/recipes/llama/llama3.py `llama31_405b_pretrain_config`, used by
+#:   scripts/performance/configs/llama/llama3_llm_pretrain.py `llama31_405b_pretrain_config_h100`)
+#:   sets both accountings: 126 layers + 2 = 128 slots, PP 8 x VP 8, 2 a chunk (Megatron's
+#:   even split could not place 126 layers on 8 stages at all).
+#: Keys: (framework, the built-in model of a MoE row or the model column of a dense row).
 PIPELINE_SPLITS: dict[tuple[str, str], dict[str, Any]] = {
     ("Megatron-Bridge", "deepseek-v3"): {"pp_layout": "Et|(tt|)*30mL"},
     ("Megatron-Bridge", "qwen3-235b-a22b"): {"embedding_in_split": True, "loss_in_split": True},
@@ -112,6 +118,7 @@ PIPELINE_SPLITS: dict[tuple[str, str], dict[str, Any]] = {
         "embedding_in_split": True,
         "loss_in_split": True,
     },
+    ("Megatron-Bridge", "Llama 3.1 405B"): {"embedding_in_split": True, "loss_in_split": True},
 }
 
 
@@ -273,6 +280,7 @@ def parse(r: dict[str, str]) -> Row | str:
     zero = 3 if "zero-3" in zero_text else (1 if "distributed optimizer" in zero_text else 0)
     plan = ParallelPlan(
         **_layout(r),
+        **_pipeline_split(r, r["model"]),
         zero=zero,
         recompute=_recompute(r["recompute"]),
         tp_comm_overlap=_tp_overlap(r),
