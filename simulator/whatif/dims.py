@@ -157,7 +157,7 @@ class DimMap:
     def _choices(self, x: list[object], v: object, at: int, optim: bool) -> list[list[object]]:
         """The shapes one tensor (value `v`, at node index `at`) may take, best first."""
         lead = len(x) - 2  # a position table [S, X], a look-up of all of it, or [1, S, X]
-        if lead >= 0 and self.weights.is_table(x[lead:]) and all(d == 1 for d in x[:lead]):
+        if lead >= 0 and self.weights.is_table(x[lead:], v) and all(d == 1 for d in x[:lead]):
             return [self.shape(x, axes={lead} if self.axis == "seq" else {lead + 1})]
         if optim or self.weights.holds(v, at):
             if self.axis in ("seq", "batch"):

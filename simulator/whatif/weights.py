@@ -5,16 +5,19 @@ A shape rewrite (`dims.DimMap`) reads an activation's axes from its layout, but 
 4·64 = 256). What the host ET says about a tensor's identity settles it, from its value
 `[id, storage, offset, numel, itemsize, device]`:
 
-* parameters and optimizer states (`param_storages`): the tensor an optimizer's in-place
-  update takes first; they live the whole step, so their storage names them anywhere;
+* parameters (`param_storages`): what an optimizer's in-place update takes first and
+  ops outside the optimizer take too; they live the whole step, so their storage names
+  them anywhere;
 * gradients: the tensor autograd hands to `torch::autograd::AccumulateGrad` (and DDP's
   `copy_bucket_to_grad` copies into), from that node on — before it, the storage may
   have held an activation freed earlier (the allocator reuses addresses, and ids with
   them);
 * DDP's flat buckets: the storage a reducer's bucket copy (`reducer::mul_out`, or
   `reducer::copy_` with a comm hook) writes into; every view of it is a gradient;
-* a learned position table `[S, X]` (looked up by an embedding op with S rows): a
-  parameter whose first axis is the sequence (`tables`, by storage and by shape).
+* a learned position table `[S, X]` (S rows looked up with S positions, not with token
+  ids `[B, S]`: a vocabulary can be S too): a parameter whose first axis is the
+  sequence (`tables`), named by its storage, and by its shape where no other parameter
+  has that shape (its gradient and optimizer states; at S = H it is `[H, H]`'s too).
 
 Inside the optimizer step every tensor is one of these or a temporary of their shape
 (`exp_avg_sq.sqrt()`), so `DimMap` treats the whole step as weight-shaped.
@@ -38,7 +41,7 @@ class Weights:
     """A rank's weight-shaped tensors (see module doc): `params` {storage: elements},
     `grads` {storage: (elements, index of the first node where it is the gradient)},
     `buckets` (storages every view of which is a gradient), `tables` {storage: elements}
-    and `table_shapes` (traced shapes of the position tables)."""
+    and `table_shapes` (traced shapes of the position tables no other parameter has)."""
 
     params: Mapping[int, int] = field(default_factory=dict)
     grads: Mapping[int, tuple[int, int]] = field(default_factory=dict)
@@ -61,8 +64,12 @@ class Weights:
         grad = self.grads.get(sid)
         return grad is not None and grad[0] == numel and 0 <= grad[1] <= at
 
-    def is_table(self, dims: list[object]) -> bool:
-        """Whether `dims` is a position table's shape (`[1, S, X]`, broadcast, too)."""
+    def is_table(self, dims: list[object], value: object = None) -> bool:
+        """Whether `value` is a position table, or `dims` a shape only a table has (its
+        gradient, optimizer states, look-ups of all of it)."""
+        sid = _storage(value)
+        if sid is not None and self.tables.get(sid, -2) == _numel(value):
+            return True
         return len(dims) == 2 and tuple(dims) in self.table_shapes
 
 
@@ -89,8 +96,22 @@ def find_weights(nodes: Iterable[pb.Node], seq: int = -1) -> Weights:
         grads,
         frozenset(buckets),
         {sid: _numel_of(shape) for sid, shape in tables.items() if sid not in buckets},
-        frozenset(tables.values()),
+        frozenset(tables.values()) - _shapes_of(nodes, set(params)),
     )
+
+
+def _shapes_of(nodes: list[pb.Node], storages: set[int]) -> set[tuple[int, ...]]:
+    """The shapes the optimizer updates these storages with (a position table's shape
+    that another parameter has too, `[S, H]` = `[H, H]` at S = H, does not name it)."""
+    out: set[tuple[int, ...]] = set()
+    for n in nodes:
+        if nd.tags(n)[0] != "optim" or not n.inputs.values:
+            continue
+        first = json_list(n.inputs.values)[:1]
+        shapes = json_list(n.inputs.shapes)[:1]
+        if first and _storage(first[0]) in storages and shapes and isinstance(shapes[0], list):
+            out.add(tuple(d for d in shapes[0] if isinstance(d, int)))
+    return out
 
 
 def param_storages(nodes: Iterable[pb.Node], seq: int = -1) -> dict[int, int]:
@@ -119,7 +140,9 @@ def param_storages(nodes: Iterable[pb.Node], seq: int = -1) -> dict[int, int]:
 
 
 def _tables(nodes: list[pb.Node], seq: int) -> dict[int, tuple[int, ...]]:
-    """{storage: shape} of the tables an embedding op looks up with `seq` rows."""
+    """{storage: shape} of the tables of `seq` rows an embedding op looks up with `seq`
+    indices (positions `[S]` or `[1, S]`; not token ids `[B, S]`, whose table has as many
+    rows as the vocabulary, which can be S too)."""
     out: dict[int, tuple[int, ...]] = {}
     for n in nodes:
         if "embedding" not in n.name and "index_select" not in n.name:
@@ -130,20 +153,23 @@ def _tables(nodes: list[pb.Node], seq: int) -> dict[int, tuple[int, ...]]:
         sid = _storage(first[0]) if first else None
         shapes = json_list(n.inputs.shapes)
         shape = shapes[0] if shapes else None
+        k = 2 if "index_select" in n.name else 1
+        index = shapes[k] if len(shapes) > k else None
         if (
             sid is not None
             and isinstance(shape, list)
             and shape[:1] == [seq]
             and all(isinstance(d, int) for d in shape)
+            and (not isinstance(index, list) or _numel_of(tuple(index)) == seq)
         ):
             out[sid] = tuple(shape)
     return out
 
 
-def _numel_of(shape: tuple[int, ...]) -> int:
+def _numel_of(shape: tuple[object, ...]) -> int:
     out = 1
     for d in shape:
-        out *= d
+        out *= d if isinstance(d, int) else 1
     return out
 
 

@@ -191,3 +191,27 @@ def test_hidden_edit_when_the_head_size_equals_the_sequence() -> None:
     assert s.shape([4, 64, 4, 64]) == [4, 32, 4, 64]
     assert s.shape([4, 4, 64]) == [4, 4, 32]
     assert s.shape([4, 64]) == [4, 32]
+
+
+def test_sequence_edit_when_the_sequence_equals_hidden_size_and_vocabulary() -> None:
+    # the grid's sequence-128 capture: S = H = vocabulary = 128, so the token table, the
+    # position table and the attention projection are all [128, 128]
+    tok, pos, proj = _t(80, 81, 16384), _t(82, 83, 16384), _t(84, 85, 16384)
+    step = [
+        _op("aten::embedding", [[128, 128], [4, 128]], [tok, _t(86, 87, 512)], "fwd", []),
+        _op("aten::embedding", [[128, 128], [128]], [pos, _t(88, 89, 128)], "fwd", []),
+        _op("aten::linear", [[4, 128, 128], [128, 128]], [_t(90, 91, 65536), proj], "fwd", []),
+        *[_op("aten::lerp_", [[128, 128]], [p], "optim", []) for p in (tok, pos, proj)],
+        _op("aten::sqrt", [[128, 128]], [_t(92, 93, 16384)], "optim", []),
+    ]
+    weights = find_weights(step, DIMS.seq)
+    assert dict(weights.tables) == {83: 16384}  # token ids [B, S] do not look up positions
+    m = seq_map(DIMS, 64).with_weights(weights)
+    assert _new(m, step[0], 0) == [[128, 128], [4, 64]]
+    assert _new(m, step[1], 1) == [[64, 128], [64]]
+    assert _new(m, step[2], 2) == [[4, 64, 128], [128, 128]]
+    assert _new(m, step[4], 4) == [[64, 128]]  # the table, named by its storage
+    assert _new(m, step[5], 5) == [[128, 128]]  # the projection's
+    # a temporary of that shape could be either's: the parameters' reading (by shape, a
+    # position table only where no other parameter has its shape)
+    assert _new(m, step[6], 6) == [[128, 128]]
