@@ -1,31 +1,36 @@
-"""Host CPU contention: the time slices a step loses when its threads fill every core.
+"""Host CPU contention: the time slices a step loses when its threads outnumber the cores.
 
 Normalisation (`preemption`) trims the whole time slices that the operating system took
 from a traced thread, so that an edit does not copy a slice into every layer it adds. But
-the slices are not an accident of one step: on a host whose cores the job's threads fill
-(ranks sharing a machine's cores with their communication threads, as in CPU/gloo
-captures), anything else that wakes up — the launcher, the profiler, the kernel — can only
-run by taking a core from one of them. An edited step that keeps the cores as busy loses
-time the same way; one that leaves a core idle (one rank instead of two, a pipeline whose
-stages alternate) loses almost none (docs/whatif.md: measured / normalised replay 1.06 -
-1.15 on the grid's 2-rank DDP steps, 1.00 on one rank, 1.02 - 1.03 on the pipelines).
+the slices are not an accident of one step: on a host where the job runs more busy
+threads than it has cores (ranks sharing a machine's cores with their communication
+threads, as in CPU/gloo captures: a DDP all-reduce's gloo transfer runs beside both
+ranks' backward), the operating system time-shares the cores between them. An edited step
+that oversubscribes the cores as much loses time the same way; one that does not (one
+rank instead of two, a pipeline whose stages compute while no transfer runs) loses almost
+none (docs/whatif.md: measured / normalised replay 1.06 - 1.15 on the grid's 2-rank DDP
+steps, 1.00 on one rank, 1.02 - 1.03 on the pipelines).
 
 The model is fluid and has one parameter, read from the traced step itself:
 
 * the host's cores `C` are the traced ranks' count (the ranks of a CPU-only trace ran on
   one machine, one core per rank: what `torchrun --nproc-per-node` on a CPU host does);
-* `full_ns` is the time during which at least `C` of the host's CPU threads were busy in
-  the normalised step's replay (an op, or the transfer of a collective on a CPU thread);
+* `full_ns` is the time during which more than `C` of the host's CPU threads were busy in
+  the normalised step's replay (an op, or the transfer of a collective on a CPU thread):
+  the host is oversubscribed;
 * the loss rate is `rate = lost / full_ns`, `lost` the time the trimmed slices took out
   of the step: the step replayed with its waits anchored but nothing trimmed, minus the
   normalised step (the slowest rank's each; a late peer's wait is not a lost slice);
 * an edited step's CPU ops are stretched by `1 + rate * f`, `f` the share of the op's own
-  time spent while the host was full in the edited step's replay; the replay changes when
-  the ops stretch, so this is iterated (`ITERATIONS` passes, from the unstretched times).
+  time spent while the host was oversubscribed in the edited step's replay; the replay
+  changes when the ops stretch, so this is iterated (`ITERATIONS` passes, from the
+  unstretched times).
 
-So the expected loss follows the edit: as many full-host milliseconds as the edited step
-has, at the rate the traced step lost them. A trace with GPU work, or one rank, or whose
-normalisation trimmed nothing, is left alone (`rate` 0).
+So the expected loss follows the edit: as many oversubscribed milliseconds as the edited
+step has, at the rate the traced step lost them. Counting time with exactly `C` busy
+threads instead (an earlier version) gave the pipelines the DDP base's loss: +4.6 / +4.5 %
+on the grid's PP rows against -0.7 / +0.1 % now. A trace with GPU work, or one rank, or
+whose normalisation trimmed nothing, is left alone (`rate` 0).
 """
 
 from __future__ import annotations
@@ -44,16 +49,17 @@ from lumos.simulator.whatif.etset import EtSet, RankEt, simulate_etset
 ITERATIONS = 2
 #: a loss under this share of the step is not modelled (nothing worth two more replays)
 MIN_LOSS_SHARE = 0.005
-#: the largest rate: a thread that ran at half speed whenever the host was full (one
-#: slice in a short step can read as more lost time than full time; the grid's 2-rank
-#: captures read 0.08 - 0.47)
+#: the largest rate: a thread that ran at half speed whenever the host was oversubscribed
+#: (one slice in a short step can read as more lost time than oversubscribed time; the
+#: multi-step grid's 2-rank bases read 0.10 - 0.82)
 MAX_RATE = 1.0
 
 
 @dataclass(frozen=True, slots=True)
 class Contention:
-    """The traced step's contention: `cores` (busy threads that fill the host), `rate`
-    (step time lost per ns of full host), and what it was read from (ns)."""
+    """The traced step's contention: `cores` (busy threads the host runs at once), `rate`
+    (step time lost per ns of oversubscribed host: `full_ns`), and what it was read from
+    (ns)."""
 
     cores: int = 0
     rate: float = 0.0
@@ -69,9 +75,9 @@ class Contention:
             return ""
         return (
             f"host contention: the traced step lost {self.lost_ns / 1e6:.2f} ms of time "
-            f"slices over {self.full_ns / 1e6:.2f} ms with all {self.cores} cores busy "
-            f"(rate {self.rate:.3f}); edited CPU ops lose time at that rate while the "
-            "host is full"
+            f"slices over {self.full_ns / 1e6:.2f} ms with more threads busy than its "
+            f"{self.cores} cores (rate {self.rate:.3f}); edited CPU ops lose time at that "
+            "rate while the host is oversubscribed"
         )
 
 
@@ -92,7 +98,8 @@ def _cpu_rows(sim: SimResult) -> list[tuple[int, np.ndarray, np.ndarray, np.ndar
 
 
 def _full_spans(sim: SimResult, cores: int) -> tuple[np.ndarray, np.ndarray]:
-    """The host's full intervals (at least `cores` CPU threads busy) as (starts, ends)."""
+    """The host's oversubscribed intervals (more than `cores` CPU threads busy) as
+    (starts, ends)."""
     rows = _cpu_rows(sim)
     starts = np.concatenate([s for _, _, s, _ in rows]) if rows else np.zeros(0, np.int64)
     ends = np.concatenate([e for _, _, _, e in rows]) if rows else np.zeros(0, np.int64)
@@ -101,7 +108,7 @@ def _full_spans(sim: SimResult, cores: int) -> tuple[np.ndarray, np.ndarray]:
     steps = np.concatenate([np.ones(live.sum(), np.int64), -np.ones(live.sum(), np.int64)])
     order = np.lexsort((steps, times))  # ends before starts at the same instant
     times, busy = times[order], np.cumsum(steps[order])
-    full = busy[:-1] >= cores  # from each event to the next
+    full = busy[:-1] > cores  # from each event to the next
     return times[:-1][full], times[1:][full]
 
 
@@ -129,7 +136,7 @@ def _full_ns(sim: SimResult, cores: int) -> int:
 
 
 def full_time(ets: EtSet, cores: int) -> int:
-    """The time (ns) at least `cores` CPU threads of the set's host are busy in its replay."""
+    """The time (ns) more than `cores` CPU threads of the set's host are busy in its replay."""
     return _full_ns(simulate_etset(ets, _options()), cores)
 
 
