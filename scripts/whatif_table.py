@@ -109,7 +109,9 @@ def main() -> None:
     print(f"base replay normalised: {', '.join(f'{x:.1f}' for x in normal)} ms")
     print(f"base normalised + host contention: {', '.join(f'{x:.1f}' for x in loaded)} ms")
     rates = [r.normalised.contention.rate for r in bases]
-    print(f"host contention rate (lost / oversubscribed time): {', '.join(f'{x:.3f}' for x in rates)}")
+    print(
+        f"host contention rate (lost / oversubscribed time): {', '.join(f'{x:.3f}' for x in rates)}"
+    )
     print(f"base spread (max-min)/median: {spread:.0f}%")
     loads = [x for c in ("base", *EDITS) for x in capture_load(args.root, c, "loadavg_before")]
     if loads:
