@@ -87,6 +87,16 @@ MEGATRON_BRIDGE_RECOMPUTE = {"gpt-oss-120b": "layernorm,moe_act"}
 #: _V2: `moe_a2a_overlap=True`); Qwen3 30B-A3B's and GPT-OSS's H100 presets leave it off.
 #: Releases before 25.11 (the 25.09 token-drop rows) are not known to set it.
 MEGATRON_BRIDGE_A2A_OVERLAP = {"qwen3-235b-a22b"}
+#: Megatron-MoE-ModelZoo's Qwen3-235B-A22B runs (best_practice/Qwen3/readme.md, qwen3/
+#: run_h100_235b.sh) all load model_configs/benchmarking/Qwen3-235B-A22B.yaml, which sets
+#: `--expert-tensor-parallel-size: 1` and `--use-distributed-optimizer`; the recompute
+#: modules and the all-to-all overlap are the row's own (its `recompute` column, its notes)
+MODELZOO_ETP = {"qwen3-235b-a22b": 1}
+#: a row's recompute module names in Megatron-Core's spelling
+MODULES = {"norm": "layernorm", "layernorm": "layernorm", "act": "moe_act", "moe_act": "moe_act"}
+#: what a row's notes say when its EP all-to-alls overlap compute (`A2A_OVERLAP=1`, the
+#: model zoo's "1F1B overlap" row)
+A2A_OVERLAP_SAID = re.compile(r"a2a overlap on|all-to-all overlapped", re.I)
 #: frameworks that train the Hugging Face model class, which has no multi-token-prediction
 #: module: NeMo AutoModel's DeepseekV3ForCausalLM builds `num_hidden_layers` blocks and an
 #: output head only (nemo_automodel/components/models/deepseek_v3/model.py). Megatron-Bridge's
@@ -183,6 +193,20 @@ def _recompute(text: str) -> Recompute:
     return Recompute.NONE
 
 
+def _stated_recompute(text: str) -> tuple[Recompute, str] | str:
+    """A row's recompute column ("none", "full", "selective (norm, act)") as a plan's
+    setting and Megatron-Core module names, or why lumos cannot run it."""
+    kind = _recompute(text)
+    said = re.search(r"\((.*)\)", text)
+    if kind is not Recompute.SELECTIVE or said is None:
+        return kind, ""
+    names = [m.strip() for m in said[1].split(",") if m.strip()]
+    unknown = [m for m in names if m not in MODULES]
+    if unknown:
+        return f"recompute module(s) {unknown} not modelled"
+    return kind, ",".join(dict.fromkeys(MODULES[m] for m in names))
+
+
 def _tp_overlap(r: dict[str, str]) -> bool:
     stated = (r.get("tp_comm_overlap") or "").lower()
     if stated.startswith(("yes", "no")):
@@ -215,13 +239,20 @@ def parse_moe(r: dict[str, str]) -> Row | str:
         return "no published step time or tokens/s"
     mb = dict(MEGATRON_BRIDGE_MOE)
     modules = ""
+    zoo = "Megatron-MoE-ModelZoo" in r["framework"]
     if "Megatron-Bridge" not in r["framework"]:
-        mb["etp"] = 0
+        mb["etp"] = MODELZOO_ETP.get(name, 0) if zoo else 0
     elif name in MEGATRON_BRIDGE_RECOMPUTE:
         mb["recompute"], modules = Recompute.SELECTIVE, MEGATRON_BRIDGE_RECOMPUTE[name]
+    if zoo:
+        stated = _stated_recompute(r["recompute"])
+        if isinstance(stated, str):
+            return f"cannot express: {stated}"
+        mb["recompute"], modules = stated
     release = re.search(r"Megatron-Bridge \((\d+)\.(\d+)\)", r["framework"])
     overlap = name in MEGATRON_BRIDGE_A2A_OVERLAP and release is not None
     overlap = overlap and (int(release[1]), int(release[2])) >= (25, 11)
+    overlap = overlap or (zoo and A2A_OVERLAP_SAID.search(r.get("notes", "")) is not None)
     # what the row itself states: its dispatcher (DeepEP / HybridEP: Megatron-Core's "flex")
     # and its expert TP ("ETP 1" in the Megatron-MoE-ModelZoo notes)
     said = f"{r.get('notes', '')} {r['framework']}"

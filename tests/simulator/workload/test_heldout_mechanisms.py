@@ -148,3 +148,23 @@ def test_every_heldout_moe_row_parses_or_says_why() -> None:
         stated = (r["tp"], r["pp"], r["dp"], r["ep"] or "1", r["gbs_seqs"], r["seq_len"], r["mbs"])
         assert tuple(str(v) for v in (p.tp, p.pp, p.dp, p.ep, p.gbs, p.seq, p.mbs)) == stated
         assert parsed.model.moe and parsed.published_s > 0
+
+
+def test_model_zoo_rows_take_the_zoo_config_and_their_stated_settings() -> None:
+    """Megatron-MoE-ModelZoo's Qwen3-235B-A22B runs load one model config that sets expert
+    TP 1; each row states its recompute modules and whether its all-to-alls overlap. Before,
+    rows whose notes did not repeat "ETP 1" took expert TP = TP (2 x EP 32 > a stage's 32
+    ranks: not expressible) and every zoo row ran without recompute or overlap."""
+    script = script_module("validate_published")
+    rows = {r["row_id"]: r for r in csv.DictReader(script.MOE.open())}
+    plans = {k: script.parse(r) for k, r in rows.items() if k.startswith("MZ-Qwen3-235B")}
+    for key in ("MZ-Qwen3-235B-xEP32-DeepEP-1f1b", "MZ-Qwen3-235B-H100-320TF"):
+        p = plans[key].plan
+        assert (p.etp, p.ep, p.a2a_overlap, p.recompute) == (1, 32, True, Recompute.SELECTIVE)
+        assert set(p.recompute_modules.split(",")) == {"layernorm", "moe_act"}
+    assert plans["MZ-Qwen3-235B-xEP32-DeepEP"].plan.a2a_overlap is False
+    assert plans["MZ-Qwen3-235B-iEP8-FSDP"].plan.recompute is Recompute.FULL
+    assert plans["MZ-Qwen3-235B-iEP8-TP4"].plan.recompute is Recompute.NONE
+    assert script._stated_recompute("selective (norm, shared_expert)") == (
+        "recompute module(s) ['shared_expert'] not modelled"
+    )
