@@ -20,7 +20,9 @@ it contracts over the tokens). The weight-shaped tensors (`weights.Weights`: par
 optimizer states, gradients once autograd hands them over, DDP's bucket views, and
 everything inside the optimizer step) are left alone by a sequence or batch edit and
 rewritten by value by a hidden edit, whatever their shape — except a learned position
-table `[S, X]`, whose rows are the sequence.
+table `[S, X]`, whose rows are the sequence, and the vocabulary's axis of the token
+table, the head, their gradients and states, and the logits (`vocab.Vocab`), whatever
+size the vocabulary equals.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 
 from lumos.proto import pb
 from lumos.simulator.whatif import nodes as nd
+from lumos.simulator.whatif.vocab import Vocab
 from lumos.simulator.whatif.weights import Weights, json_list
 
 
@@ -84,19 +87,24 @@ class DimMap:
     """Rewrite of tensor dimensions: {old size: new size} (other sizes stay).
 
     `axis` ("hidden", "seq" or "batch") and `dims` turn on the layout rules of the module
-    doc; `weights` names the weight-shaped tensors (see `with_weights`)."""
+    doc; `weights` names the weight-shaped tensors (see `with_weights`), `vocab` those
+    with a vocabulary axis."""
 
     sizes: Mapping[int, int]
     leading_only: bool = False  # rewrite only each tensor's first dimension (batch)
     axis: str = ""
     dims: ModelDims | None = None
     weights: Weights = field(default_factory=Weights)
+    vocab: Vocab = field(default_factory=Vocab)
 
-    def with_weights(self, weights: Weights) -> DimMap:
+    def with_weights(self, weights: Weights, vocab: Vocab | None = None) -> DimMap:
         """This map for one rank with these weight-shaped tensors: a sequence or batch
         edit leaves them as they are, a hidden edit rewrites them by value (a position
-        table `[S, X]` along its own axes)."""
-        return DimMap(self.sizes, self.leading_only, self.axis, self.dims, weights)
+        table `[S, X]` along its own axes, a vocabulary tensor all but its vocabulary
+        axis: `vocab`)."""
+        return DimMap(
+            self.sizes, self.leading_only, self.axis, self.dims, weights, vocab or Vocab()
+        )
 
     def with_frozen(self, storages: Mapping[int, int]) -> DimMap:
         """`with_weights` with these parameter storages only ({storage: elements})."""
@@ -159,13 +167,35 @@ class DimMap:
         lead = len(x) - 2  # a position table [S, X], a look-up of all of it, or [1, S, X]
         if lead >= 0 and self.weights.is_table(x[lead:], v) and all(d == 1 for d in x[:lead]):
             return [self.shape(x, axes={lead} if self.axis == "seq" else {lead + 1})]
-        if optim or self.weights.holds(v, at):
-            if self.axis in ("seq", "batch"):
+        held = optim or self.weights.holds(v, at)
+        if held and self.axis in ("seq", "batch"):
+            return [x]
+        if self.axis == "hidden":
+            rows = self.vocab.rows_of(v, at, held)
+            if rows:  # [V, H], its transpose, its states: all but one V axis, the first first
+                return self._keeping(x, rows, last=False)
+            if self.vocab.is_logits(v, at):
                 return [x]
+        if held:
             return [self.shape(x, by_value=True)]
+        if self.axis == "seq" and self.vocab.is_logits(v, at):
+            return self._keeping(x, self.vocab.size, last=True)
         out: list[list[object]] = []
         for axes in self._options(x):
             new = self.shape(x, by_value=axes is None, axes=axes)
+            if new not in out:
+                out.append(new)
+        return out
+
+    def _keeping(self, x: list[object], vocab: int, last: bool) -> list[list[object]]:
+        """`x` rewritten by value except at one dimension equal to the vocabulary, one
+        shape per such dimension (the last one first if `last`, else the first)."""
+        at = [k for k, d in enumerate(x) if d == vocab]
+        if not at:
+            return [self.shape(x, by_value=True)]
+        out: list[list[object]] = []
+        for k in reversed(at) if last else at:
+            new = self.shape(x, axes=set(range(len(x))) - {k})
             if new not in out:
                 out.append(new)
         return out

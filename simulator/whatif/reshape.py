@@ -27,6 +27,7 @@ from lumos.simulator.whatif.netfit import NetworkFit, fit_network
 from lumos.simulator.whatif.ops import cost_of, op_groups
 from lumos.simulator.whatif.pages import PageShift, PageTally
 from lumos.simulator.whatif.timing import TraceFit, fit_trace, model_ratio
+from lumos.simulator.whatif.vocab import find_vocab
 from lumos.simulator.whatif.weights import find_weights
 
 #: comm node -> factor on its size (1.0 = unchanged)
@@ -72,7 +73,8 @@ def reshape_rank(
     """One rank with shapes rewritten and work re-timed (see module doc); `tally`
     collects what the host page model did (`pages`)."""
     nodes = [nd.clone(n) for n in r.nodes]
-    dmap = dmap.with_weights(find_weights(r.nodes, dmap.dims.seq if dmap.dims else -1))
+    weights = find_weights(r.nodes, dmap.dims.seq if dmap.dims else -1)
+    dmap = dmap.with_weights(weights, find_vocab(r.nodes, weights))
     gpu = any(nd.on_gpu(n) for n in nodes)
     if not gpu and fit is None:
         fit = trace_fit(r)
