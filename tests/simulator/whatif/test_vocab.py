@@ -167,3 +167,26 @@ def test_sequence_edit_keeps_the_vocabulary_when_it_equals_the_tokens() -> None:
     assert _ins(m, step, "aten::mm", 2) == [[16, 8], [8, 16]]
     assert _ins(m, step, "aten::embedding") == [[8, 16], [2, 8], []]
     assert _buckets(m, step) == [[8, 16], [16, 16], [8, 16]]
+
+
+def test_hidden_edit_says_which_vocabulary_it_kept(tmp_path: object) -> None:
+    """The committed DDP capture (hidden 64, batch 4 x sequence 32: vocabulary 128 = B·S =
+    2H): `--hidden 128` names the vocabulary it kept, and the token table becomes
+    [128, 128] (vocabulary x the new hidden size), not [256, 128]."""
+    from pathlib import Path
+
+    from lumos.converters.pytorch.convert import convert
+    from lumos.simulator.whatif.api import WhatIf, apply_edits, recover
+    from lumos.simulator.whatif.etset import load_etset
+    from tests.conftest import DATA
+
+    out = Path(str(tmp_path)) / "et"
+    convert([DATA / "captures" / "ddp"], out, prefix="ddp")
+    edited, notes = apply_edits(recover(load_etset(out)), WhatIf(hidden=128))
+    assert any(n.startswith("vocabulary: 128 kept on the token table") for n in notes)
+    tables = [
+        json.loads(n.inputs.shapes)[0]
+        for n in edited.ranks[0].nodes
+        if n.name == "aten::embedding" and n.inputs.shapes
+    ]
+    assert [128, 128] in tables and [256, 128] not in tables
