@@ -64,6 +64,9 @@ GZIP_RATIO_AFTER = 64 << 20
 MAX_CHUNKS = Limit("LUMOS_MAX_CHUNKS", 4096, "chunks per collective")
 #: micro-batches of one generated step (gbs / (mbs x dp)); published runs use < 10,000.
 MAX_MICROBATCHES = Limit("LUMOS_MAX_MICROBATCHES", 1 << 20, "micro-batches per step")
+#: layers of a generated model (decoder + multi-token prediction), and the slots a pipeline
+#: layout string expands to; published models have < 200.
+MAX_LAYERS = Limit("LUMOS_MAX_LAYERS", 1 << 14, "layers of a model")
 
 
 def check_environment() -> None:
@@ -75,4 +78,11 @@ def check_environment() -> None:
 
 def all_limits() -> tuple[Limit, ...]:
     """Every limit, for the documentation and `--help`."""
-    return (MAX_RANKS, MAX_FRAME_BYTES, MAX_GZIP_RATIO, MAX_CHUNKS, MAX_MICROBATCHES)
+    return (
+        MAX_RANKS,
+        MAX_FRAME_BYTES,
+        MAX_GZIP_RATIO,
+        MAX_CHUNKS,
+        MAX_MICROBATCHES,
+        MAX_LAYERS,
+    )

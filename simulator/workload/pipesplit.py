@@ -37,6 +37,7 @@ import re
 from typing import Protocol
 
 from lumos.errors import ConfigError
+from lumos.limits import MAX_LAYERS
 
 
 class _Plan(Protocol):
@@ -74,8 +75,15 @@ def parse_layout(text: str) -> list[str]:
     `PipelineParallelLayerLayout.parse_str_to_list`). Raises ConfigError for an unknown
     character."""
     s = text.replace(",", "").replace(" ", "")
-    s = re.sub(r"\(([^)]+)\)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), s)
-    s = re.sub(r"(.)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), s)
+
+    def repeat(m: re.Match[str]) -> str:  # bounded before it is built
+        what, times = m.group(1), m.group(2)
+        n = int(times) if len(times) <= 30 else 10**30  # past 30 digits: at least that
+        MAX_LAYERS.check(len(s) + len(what) * n, f"plan: pp_layout {text[:40]!r} slots")
+        return what * int(times)
+
+    s = re.sub(r"\(([^)]+)\)\*(\d+)", repeat, s)
+    s = re.sub(r"(.)\*(\d+)", repeat, s)
     bad = sorted(set(s) - set("ELtm|"))
     if bad:
         raise ConfigError(

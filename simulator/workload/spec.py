@@ -28,6 +28,7 @@ from typing import Any
 
 from lumos.errors import ConfigError
 from lumos.hwconfigs.fields import REQUIRED, fields, flag, read_yaml
+from lumos.limits import MAX_LAYERS
 
 BUILTIN = Path(__file__).with_name("models.yaml")
 
@@ -272,6 +273,7 @@ def model_from_dict(data: dict[str, Any], where: str, name: str = "") -> ModelSp
     values = fields(data, _TABLE, where)
     values |= moe
     values["name"] = values["name"] or name
+    MAX_LAYERS.check(values["layers"] + values["mtp_layers"], f"{where}: layers (decoder + MTP)")
     values["kv_heads"] = values["kv_heads"] or values["heads"]
     values["ffn"] = values["ffn"] or 4 * values["hidden"]
     if values["experts"]:

@@ -186,6 +186,29 @@ def test_plans_past_every_bound_end_quickly(args: list[str], code: int, message:
     assert time.process_time() - began < 5
 
 
+@pytest.mark.parametrize(
+    ("spec", "args"),
+    [
+        ({"layers": 100_000_000}, []),
+        ({"layers": 4, "experts": 8, "top_k": 2, "mtp_layers": 100_000_000}, ["--pp", "2"]),
+        ({"layers": 4}, ["--pp", "2", "--pp-layout", "E(t|)*999999999999L"]),
+        ({"layers": 4}, ["--pp", "2", "--pp-layout", "Et*" + "9" * 40 + "L"]),
+    ],
+    ids=["layers", "mtp-layers", "layout-group", "layout-digits"],
+)
+def test_models_and_layouts_past_the_layer_bound_end_quickly(
+    tmp_path: Path, spec: dict[str, int], args: list[str]
+) -> None:
+    """Were: no end in sight (1e8 decoder or MTP layers: the generator built them all) and
+    `internal error: MemoryError` (a pipeline layout repeated 1e12 times, expanded first)."""
+    base = {"hidden": 256, "heads": 8, "ffn": 512, "vocab": 1024}
+    model = _write(tmp_path, "m.yaml", json.dumps(base | spec))
+    began = time.process_time()
+    got, out = run("estimate", "--model", model, "--dp", "2", "--gbs", "8", "--seq", "128", *args)
+    assert got == 7 and "LUMOS_MAX_LAYERS" in out, out
+    assert time.process_time() - began < 5
+
+
 def test_hardware_with_more_gpus_than_ranks_allowed(tmp_path: Path, trace: str) -> None:
     hw = _write(tmp_path, "hw.yaml", H100.replace("num_nodes: 64", "num_nodes: 1000000000"))
     code, out = run("simulate", trace, "--hw", hw)
