@@ -34,13 +34,11 @@ from dataclasses import dataclass, field
 
 from lumos.proto import pb
 from lumos.simulator.whatif import nodes as nd
-from lumos.simulator.whatif.weights import Weights, json_list
+from lumos.simulator.whatif.weights import Tensor, Weights, json_list, tensor_of, tensors
 
 _GEMM = ("aten::mm", "aten::addmm", "aten::matmul", "aten::linear", "aten::bmm")
 _LOSS = ("log_softmax", "cross_entropy", "nll_loss")
 _WALK = 400  # nodes followed back from a loss to its head GEMM, at most
-
-Tensor = tuple[int, int, int]  # (storage, offset, elements)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +60,7 @@ class Vocab:
         """The vocabulary along one axis of tensor `value` at node `at` (0: none);
         `held`: the tensor is weight-shaped there (`Weights.holds`), so a parameter's or
         gradient's storage names it."""
-        t = _tensor(value)
+        t = tensor_of(value)
         if t is None:
             return 0
         here = self.at.get(at, {}).get(t[0], 0)
@@ -71,7 +69,7 @@ class Vocab:
         return self.views.get(t, 0) or self.rows.get(t[0], 0)
 
     def is_logits(self, value: object, at: int) -> bool:
-        t = _tensor(value)
+        t = tensor_of(value)
         return t is not None and t[0] in self.logits.get(at, frozenset())
 
 
@@ -83,7 +81,7 @@ def find_vocab(nodes: Iterable[pb.Node], weights: Weights) -> Vocab:
     rows = dict(heads)
     for n in nodes:
         if "embedding" in n.name and "backward" not in n.name and _phase(n) != "optim":
-            first = _tensors(n.inputs.values)[:1]
+            first = tensors(n.inputs.values)[:1]
             shape = (json_list(n.inputs.shapes) or [None])[0]
             if first and first[0][0] in weights.params and isinstance(shape, list) and shape:
                 rows.setdefault(first[0][0], int(shape[0]))
@@ -93,7 +91,7 @@ def find_vocab(nodes: Iterable[pb.Node], weights: Weights) -> Vocab:
     at, grads = _optimizer(nodes, weights, rows)
     for i, n in enumerate(nodes):  # the token table's gradient as its backward makes it
         shape = (json_list(n.outputs.shapes) or [None])[0]
-        outs = _tensors(n.outputs.values)[:1]
+        outs = tensors(n.outputs.values)[:1]
         embedding = "embedding" in n.name and "backward" in n.name
         if embedding and outs and isinstance(shape, list) and shape and shape[0] in tokens:
             at.setdefault(i, {})[outs[0][0]] = int(shape[0])
@@ -108,20 +106,20 @@ def _heads(nodes: list[pb.Node], params: Mapping[int, int]) -> dict[int, int]:
     for i, n in enumerate(nodes):
         if not any(k in n.name for k in _LOSS) or "backward" in n.name or _phase(n) == "optim":
             continue
-        first = _tensors(n.inputs.values)[:1]
+        first = tensors(n.inputs.values)[:1]
         storage = first[0][0] if first else None
         for j in range(i - 1, max(-1, i - _WALK), -1):
             m = nodes[j]
-            if storage is None or storage not in {t[0] for t in _tensors(m.outputs.values)}:
+            if storage is None or storage not in {t[0] for t in tensors(m.outputs.values)}:
                 continue
             if m.name in _GEMM:
                 shapes = json_list(m.outputs.shapes)
                 last = shapes[0][-1] if shapes and isinstance(shapes[0], list) else None
-                for t in _tensors(m.inputs.values):
+                for t in tensors(m.inputs.values):
                     if isinstance(last, int) and params.get(t[0], -1) == t[2]:
                         out[t[0]] = last
                 break
-            ins = _tensors(m.inputs.values)
+            ins = tensors(m.inputs.values)
             storage = ins[0][0] if ins else None
     return out
 
@@ -136,14 +134,14 @@ def _optimizer(
     optim = [i for i, n in enumerate(nodes) if _phase(n) == "optim"]
     last: dict[int, int] = {}
     for i in optim:
-        first = _tensors(nodes[i].inputs.values)[:1]
+        first = tensors(nodes[i].inputs.values)[:1]
         if first and first[0][0] in weights.params and nodes[i].name.endswith("_"):
             last[first[0][0]] = i
     start = optim[0] if optim else 0
     for sid, end in sorted(last.items(), key=lambda kv: kv[1]):
         v, numel = rows.get(sid, 0), weights.params[sid]
         for i in (k for k in optim if start <= k <= end) if v else ():
-            for t in _tensors(nodes[i].inputs.values) + _tensors(nodes[i].outputs.values):
+            for t in tensors(nodes[i].inputs.values) + tensors(nodes[i].outputs.values):
                 if t[2] == numel:
                     at.setdefault(i, {})[t[0]] = v
                     if weights.grads.get(t[0], (-1, -1))[0] == numel:
@@ -151,7 +149,7 @@ def _optimizer(
         start = end + 1
     for i in optim:  # multi-tensor ops: the same position of every list
         lists = [x for x in json_list(nodes[i].inputs.values) if isinstance(x, list)]
-        lists = [[_tensor(y) for y in x] for x in lists if x and _tensor(x[0]) is not None]
+        lists = [[tensor_of(y) for y in x] for x in lists if x and tensor_of(x[0]) is not None]
         for k, t in enumerate(lists[0] if lists else []):
             v = rows.get(t[0], 0) if t is not None else 0
             for u in (x[k] for x in lists if v and len(x) > k):
@@ -169,7 +167,7 @@ def _views(nodes: list[pb.Node], weights: Weights, grads: Mapping[int, int]) -> 
     for i, n in enumerate(nodes):
         if _phase(n) == "optim":
             continue
-        ts = _tensors(n.inputs.values)
+        ts = tensors(n.inputs.values)
         for g in ts:
             v = grads.get(g[0], 0)
             if not v or not weights.holds(list((0, *g, 0, "")), i):
@@ -187,7 +185,7 @@ def _logits(nodes: list[pb.Node], heads: set[int]) -> dict[int, frozenset[int]]:
     for i, n in enumerate(nodes):
         if _phase(n) == "optim" or not heads:
             continue
-        ins, outs = _tensors(n.inputs.values), _tensors(n.outputs.values)
+        ins, outs = tensors(n.inputs.values), tensors(n.outputs.values)
         read = [t for t in ins if t[0] in live]
         marked = {t[0] for t in read}
         if n.name in _GEMM:
@@ -206,27 +204,3 @@ def _logits(nodes: list[pb.Node], heads: set[int]) -> dict[int, frozenset[int]]:
 
 def _phase(n: pb.Node) -> str:
     return nd.tags(n)[0]
-
-
-def _tensor(value: object) -> Tensor | None:
-    if (
-        isinstance(value, list)
-        and len(value) == 6
-        and all(isinstance(value[k], int) and not isinstance(value[k], bool) for k in (1, 2, 3))
-    ):
-        return (int(value[1]), int(value[2]), int(value[3]))
-    return None
-
-
-def _tensors(values_text: str) -> list[Tensor]:
-    """The tensors of an op's inputs or outputs, in order (those inside lists too)."""
-    out: list[Tensor] = []
-    stack: list[object] = list(reversed(json_list(values_text)))
-    while stack:
-        v = stack.pop()
-        t = _tensor(v)
-        if t is not None:
-            out.append(t)
-        elif isinstance(v, list):
-            stack.extend(reversed(v))
-    return out

@@ -190,15 +190,36 @@ def _storage(value: object) -> int | None:
 
 def _storages(values_text: str) -> set[int]:
     """The storage ids of every tensor value of an op's inputs."""
-    out: set[int] = set()
-    stack: list[object] = [json_list(values_text)]
+    return {t[0] for t in tensors(values_text)}
+
+
+#: a host-ET tensor value's (storage, offset, elements)
+Tensor = tuple[int, int, int]
+
+
+def tensor_of(value: object) -> Tensor | None:
+    """(storage, offset, elements) of a tensor value `[id, storage, offset, numel, size,
+    device]`; None for anything else."""
+    if (
+        isinstance(value, list)
+        and len(value) == 6
+        and all(isinstance(value[k], int) and not isinstance(value[k], bool) for k in (1, 2, 3))
+    ):
+        return (int(value[1]), int(value[2]), int(value[3]))
+    return None
+
+
+def tensors(values_text: str) -> list[Tensor]:
+    """The tensors of an op's inputs or outputs, in order (those inside lists too)."""
+    out: list[Tensor] = []
+    stack: list[object] = list(reversed(json_list(values_text)))
     while stack:
         v = stack.pop()
-        sid = _storage(v)
-        if sid is not None:
-            out.add(sid)
+        t = tensor_of(v)
+        if t is not None:
+            out.append(t)
         elif isinstance(v, list):
-            stack.extend(v)
+            stack.extend(reversed(v))
     return out
 
 
