@@ -13,7 +13,7 @@ from lumos.simulator.whatif.api import WhatIf, apply_edits, recover
 from lumos.simulator.whatif.etset import EtSet, RankEt, simulate_etset
 from lumos.simulator.whatif.preemption import trim_preemptions
 from lumos.simulator.whatif.waits import anchor_waits
-from tests.simulator.whatif.builders import training_step
+from tests.simulator.whatif.builders import rank_meta, training_step
 
 MAIN, GLOO = 2365, 2369
 US = 1_000
@@ -62,18 +62,6 @@ class _Thread:
         return n.id
 
 
-def _meta(rank: int, world: int) -> pb.GlobalMetadata:
-    meta = pb.GlobalMetadata(version="0.0.4")
-    meta.attr.extend(
-        [
-            make_attr(cv.META_RANK, rank),
-            make_attr(cv.META_WORLD_SIZE, world),
-            make_attr(cv.META_PROCESS_GROUPS, json.dumps({"0": list(range(world))})),
-        ]
-    )
-    return meta
-
-
 def _ddp_tail(allreduce_ns: int, late_close_ns: int = 0, linked: bool = True) -> EtSet:
     """Two DDP ranks at the end of backward: the main thread issues a bucket's gloo
     all-reduce (run on a gloo worker thread) and then waits for it, idle, before DDP
@@ -100,7 +88,7 @@ def _ddp_tail(allreduce_ns: int, late_close_ns: int = 0, linked: bool = True) ->
         resume = coll_end + 20 * US - late_close_ns
         t.add("aten::as_strided", resume, 10 * US, data=(coll,) if linked else ())
         t.add("aten::add_", resume + 10 * US, 300 * US, shapes=[[128, 128], [128, 128]])
-        ranks.append(RankEt(rank, _meta(rank, 2), tuple(t.nodes)))
+        ranks.append(RankEt(rank, rank_meta(rank, 2), tuple(t.nodes)))
     return EtSet(tuple(ranks), "ddp-tail")
 
 
@@ -159,7 +147,7 @@ def test_gap_after_a_blocking_recv_is_the_recv_wait() -> None:
         attrs=(("comm_src", 1), ("comm_dst", 0), ("comm_tag", 0), ("comm_size", 4096)),
     )
     t.add("aten::layer_norm", 7_000 * US, 100 * US)
-    rank = RankEt(0, _meta(0, 1), tuple(t.nodes))
+    rank = RankEt(0, rank_meta(0, 1), tuple(t.nodes))
     anchored, stats = anchor_waits(EtSet((rank,), "recv"))
     assert _gap(anchored, "aten::layer_norm") == 0
     assert stats.removed_ns == 7_000 * US - 50 * US
@@ -174,7 +162,7 @@ def _addmm_rank(rank: int, durations: list[int], gpu_reads: bool = False) -> Ran
     t.add("aten::embedding_dense_backward", at, 5_000 * US, shapes=[[64, 128]])  # seen once
     at += 5_000 * US
     t.add("aten::item", at, 4_000 * US if gpu_reads else 5 * US, shapes=[[]])
-    return RankEt(rank, _meta(rank, 2), tuple(t.nodes))
+    return RankEt(rank, rank_meta(rank, 2), tuple(t.nodes))
 
 
 def test_preempted_op_instance_is_trimmed_to_its_typical_time() -> None:
@@ -205,7 +193,7 @@ def test_time_slice_lost_between_two_ops_is_trimmed_from_the_gap() -> None:
             at += 3_900 * US if (rank, k) == (1, 1) else 5 * US  # a 3.9 ms gap, once
             t.add("aten::addmm", at, 100 * US, shapes=[[128], [64, 128], [128, 128], [], []])
             at += 100 * US
-        ranks.append(RankEt(rank, _meta(rank, 2), tuple(t.nodes)))
+        ranks.append(RankEt(rank, rank_meta(rank, 2), tuple(t.nodes)))
     trimmed, stats = trim_preemptions(EtSet(tuple(ranks), "gap"))
     gaps = [nd.int_attr(n, cv.GAP_NS) for n in trimmed.ranks[1].nodes]
     assert gaps == [5 * US, 5 * US, 5 * US]
