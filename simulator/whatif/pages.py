@@ -33,12 +33,12 @@ a caching allocator; host tensors there are few and pinned).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from lumos.proto import pb
+from lumos.simulator.whatif.weights import json_list
 
 #: bytes per page (x86-64 Linux base page)
 PAGE_BYTES = 4096
@@ -76,13 +76,6 @@ class PageTally:
         )
 
 
-def _values(text: str) -> object:
-    try:
-        return json.loads(text) if text else []
-    except ValueError:
-        return []
-
-
 def _tensors(value: object) -> list[list[int]]:
     """The host-ET tensor values `[id, storage, offset, numel, itemsize, device]` in `value`."""
     if isinstance(value, list) and len(value) == 6 and isinstance(value[5], str):
@@ -95,7 +88,7 @@ def _tensors(value: object) -> list[list[int]]:
 def allocations(io: pb.IOInfo, outputs: pb.IOInfo, shapes: str | None = None) -> list[int]:
     """Bytes of each tensor an op allocates (one `malloc` each): its outputs (with
     `shapes` instead of the traced output shapes) whose storage is none of its inputs'."""
-    inputs = {t[1] for t in _tensors(_values(io.values))}
+    inputs = {t[1] for t in _tensors(json_list(io.values))}
     out: list[int] = []
 
     def walk(shape: object, value: object) -> None:
@@ -108,7 +101,7 @@ def allocations(io: pb.IOInfo, outputs: pb.IOInfo, shapes: str | None = None) ->
             for s, v in zip(shape, value, strict=True):
                 walk(s, v)
 
-    walk(_values(outputs.shapes if shapes is None else shapes), _values(outputs.values))
+    walk(json_list(outputs.shapes if shapes is None else shapes), json_list(outputs.values))
     return out
 
 
