@@ -23,7 +23,7 @@ from lumos.simulator.whatif import nodes as nd
 from lumos.simulator.whatif.contention import recontend
 from lumos.simulator.whatif.dims import ModelDims, hidden_map, infer_dims, seq_map
 from lumos.simulator.whatif.dp import dp_degree, set_dp
-from lumos.simulator.whatif.etset import EtSet, RankEt, load_etset, simulate_etset
+from lumos.simulator.whatif.etset import EtSet, load_etset, simulate_etset
 from lumos.simulator.whatif.faults import jitter, slow_link, slow_rank
 from lumos.simulator.whatif.groups import GroupRole, group_roles, roles_by_members
 from lumos.simulator.whatif.layers import set_layers
@@ -125,12 +125,13 @@ def apply_edits(rec: Recovered, spec: WhatIf) -> tuple[EtSet, list[str]]:
         ratio = hidden / dims.hidden
         tally = PageTally()
         scale = _comm_scale(ets, act, ratio, ratio**2)
-        ets = reshape(ets, hidden_map(dims, hidden, spec.ffn), scale, tally=tally)
+        kept: dict[int, int] = {}
+        ets = reshape(ets, hidden_map(dims, hidden, spec.ffn), scale, tally=tally, vocab=kept)
         notes.append(
             f"hidden: {dims.hidden} -> {hidden}" + (f", FFN -> {spec.ffn}" if spec.ffn else "")
         )
         notes += [tally.note()] if tally.note() else []
-        notes += _vocab_note(rec.ets.ranks[0], dims.seq)
+        notes.append(_vocab_note(kept[ets.ranks[0].rank]))
     if spec.seq is not None:
         assert dims is not None
         act = _activation_roles(ets)
@@ -191,16 +192,12 @@ def contended(rec: Recovered, ets: EtSet) -> EtSet:
     return keep_tails(rec.ets, recontend(ets, rec.normalised.contention))
 
 
-def _vocab_note(r: RankEt, seq: int) -> list[str]:
-    """What a hidden edit left alone: the vocabulary the trace's head and token table
-    have (`vocab`), which a size-based rewrite would take for a hidden size it equals."""
-    from lumos.simulator.whatif.vocab import find_vocab
-    from lumos.simulator.whatif.weights import find_weights
-
-    size = find_vocab(r.nodes, find_weights(r.nodes, seq)).size
+def _vocab_note(size: int) -> str:
+    """What a hidden edit left alone: the vocabulary `size` its head and token table have
+    (0: none found), which a size-based rewrite would take for a hidden size it equals."""
     if size <= 0:
-        return ["vocabulary: no LM head found before a loss; tensors rewritten by size"]
-    return [f"vocabulary: {size} kept on the token table, the head, their gradients and the logits"]
+        return "vocabulary: no LM head found before a loss; tensors rewritten by size"
+    return f"vocabulary: {size} kept on the token table, the head, their gradients and the logits"
 
 
 def _rebucket(rec: Recovered, ets: EtSet, spec: WhatIf, notes: list[str]) -> EtSet:

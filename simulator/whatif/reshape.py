@@ -69,12 +69,17 @@ def reshape_rank(
     fit: TraceFit | None = None,
     net: NetworkFit | None = None,
     tally: PageTally | None = None,
+    vocab: dict[int, int] | None = None,
 ) -> RankEt:
     """One rank with shapes rewritten and work re-timed (see module doc); `tally`
-    collects what the host page model did (`pages`)."""
+    collects what the host page model did (`pages`), `vocab` {rank: the vocabulary the
+    rewrite kept, 0 if no LM head was found} (`vocab.Vocab.size`)."""
     nodes = [nd.clone(n) for n in r.nodes]
     weights = find_weights(r.nodes, dmap.dims.seq if dmap.dims else -1)
-    dmap = dmap.with_weights(weights, find_vocab(r.nodes, weights))
+    found = find_vocab(r.nodes, weights)
+    if vocab is not None:
+        vocab[r.rank] = found.size
+    dmap = dmap.with_weights(weights, found)
     gpu = any(nd.on_gpu(n) for n in nodes)
     if not gpu and fit is None:
         fit = trace_fit(r)
@@ -165,10 +170,11 @@ def reshape(
     comm_scale: CommScale | None = None,
     model: CostModel | None = None,
     tally: PageTally | None = None,
+    vocab: dict[int, int] | None = None,
 ) -> EtSet:
     """Every rank reshaped with the same map (communication re-timed on the trace's
-    fitted network)."""
+    fitted network); `tally` and `vocab` as `reshape_rank`."""
     net = fit_network(ets) if comm_scale is not None else None
     return ets.with_ranks(
-        [reshape_rank(r, dmap, comm_scale, model, None, net, tally) for r in ets.ranks]
+        [reshape_rank(r, dmap, comm_scale, model, None, net, tally, vocab) for r in ets.ranks]
     )
