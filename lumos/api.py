@@ -383,7 +383,7 @@ def estimate(
     exact: bool = False,
     **plan: Any,
 ) -> EstimateResult:
-    """One training step of `model` (built-in name or spec YAML) on `hw`, no trace.
+    """One training step of `model` (built-in name, spec YAML or config.json) on `hw`, no trace.
 
     `plan`: `ParallelPlan` fields (tp, pp, dp, mbs, gbs, seq, zero, precision, ...); the
     rest as `lumos estimate` (-o = `output`); `to_json()` is its --json. Raises ConfigError (unknown model, option,

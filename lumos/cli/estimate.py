@@ -18,7 +18,12 @@ COUNT = click.IntRange(min=1)
 
 
 @click.command("estimate")
-@click.option("--model", required=True, help="Built-in model name or a model-spec YAML.")
+@click.option(
+    "--model",
+    required=True,
+    help="Built-in model name, a model-spec YAML, or a model's config.json (Hugging Face or "
+    "Megatron names; docs/estimate.md).",
+)
 @click.option("--tp", type=COUNT, default=1, help="Tensor-parallel size.")
 @click.option("--pp", type=COUNT, default=1, help="Pipeline-parallel size.")
 @click.option("--dp", type=COUNT, default=1, help="Data-parallel size.")
@@ -68,7 +73,12 @@ COUNT = click.IntRange(min=1)
 )
 @click.option("--mbs", type=COUNT, default=1, help="Micro-batch size (sequences).")
 @click.option("--gbs", type=COUNT, default=None, help="Global batch in sequences [mbs x dp].")
-@click.option("--seq", type=COUNT, default=None, help="Sequence length [the model's].")
+@click.option(
+    "--seq",
+    type=COUNT,
+    default=None,
+    help="Sequence length [the model's; a config.json's seq_length, else 2048].",
+)
 @click.option(
     "--zero",
     type=click.Choice(["0", "1", "3"]),

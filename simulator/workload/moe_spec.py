@@ -91,10 +91,13 @@ def _count(value: Any, where: str, zero: bool = True) -> int:
 
 
 def _take(data: dict[str, Any], key: str, where: str) -> tuple[str, Any] | None:
+    """The (name, value) giving `key`, popped; names that agree may all be given (GPT-OSS's
+    config.json has `experts_per_token` and `num_experts_per_tok`), ones that differ not."""
     given = [name for name in ALIASES[key] if name in data]
-    if len(given) > 1:
+    if len({repr(data[n]) for n in given}) > 1:
         raise ConfigError(f"{where}: {given[0]!r} and {given[1]!r} both give {key!r}")
-    return (given[0], data.pop(given[0])) if given else None
+    values = [data.pop(n) for n in given]
+    return (given[0], values[0]) if given else None
 
 
 def moe_fields(data: dict[str, Any], where: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -103,7 +106,7 @@ def moe_fields(data: dict[str, Any], where: str) -> tuple[dict[str, Any], dict[s
     for key, what in UNMODELLED.items():
         if key in data and data[key] not in (None, 0, [], False):
             raise ConfigError(f"{where}: {key!r} means {what}, which lumos does not model")
-    rest = dict(data)
+    rest = {k: v for k, v in data.items() if k not in UNMODELLED}  # unset: nothing to model
     values = dict(DEFAULTS)
     shared_count = 0
     for key in ALIASES:

@@ -26,6 +26,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from lumos.errors import ConfigError
 from lumos.hwconfigs.fields import REQUIRED, fields, flag, read_yaml
 from lumos.limits import MAX_LAYERS
@@ -264,12 +266,16 @@ _TABLE = {
 
 
 def model_from_dict(data: dict[str, Any], where: str, name: str = "") -> ModelSpec:
-    """A `ModelSpec` from a mapping of the YAML keys (mixture-of-experts keys and their
-    HF / Megatron aliases: `moe_spec`). Raises ConfigError naming `where`, also for an
-    architecture lumos does not model (`moe_spec.UNMODELLED`)."""
-    from lumos.simulator.workload.moe_spec import moe_fields
+    """A `ModelSpec` from a mapping of lumos' keys or a Hugging Face / Megatron config's
+    (dense names: `hf_spec`; mixture-of-experts and attention-shape keys: `moe_spec`).
+    Raises ConfigError naming `where`, also for an architecture lumos does not model
+    (`hf_spec.UNMODELLED`, `moe_spec.UNMODELLED`)."""
+    from lumos.simulator.workload import moe_spec
+    from lumos.simulator.workload.hf_spec import lumos_keys
 
-    data, moe = moe_fields(data, where)
+    moe_names = (*(n for names in moe_spec.ALIASES.values() for n in names), *moe_spec.UNMODELLED)
+    data = lumos_keys(data, where, moe_names)
+    data, moe = moe_spec.moe_fields(data, where)
     values = fields(data, _TABLE, where)
     values |= moe
     values["name"] = values["name"] or name
@@ -299,18 +305,48 @@ def builtin_models() -> list[str]:
 
 
 def load_model(name_or_path: str | Path) -> ModelSpec:
-    """A built-in spec by name (`gpt3-175b`, `llama3.1-405b`, ...) or one from a YAML file.
+    """A built-in spec by name (`gpt3-175b`, `llama3.1-405b`, ...) or one from a file: a
+    lumos YAML spec or a model's config.json (Hugging Face, Megatron; `hf_spec`).
 
-    Raises ConfigError for an unknown name (listing the built-ins) or a bad file.
+    A `Path`, an existing file, or a name ending in .json / .yaml / .yml or holding a "/"
+    is a file (an existing file wins over a built-in of the same name). Raises
+    ConfigError for an unknown name (listing the built-ins) or a bad file (naming it).
     """
     text = str(name_or_path)
-    if isinstance(name_or_path, Path) or text.endswith((".yaml", ".yml")) or "/" in text:
-        path = Path(text)
+    path = Path(text)
+    if (
+        isinstance(name_or_path, Path)
+        or text.endswith((".json", ".yaml", ".yml"))
+        or "/" in text
+        or path.is_file()
+    ):
         if not path.is_file():
             raise ConfigError(f"{path}: no such model spec file")
-        return model_from_dict(read_yaml(path), str(path), path.stem)
+        data = read_json(path) if path.suffix.lower() == ".json" else read_yaml(path)
+        return model_from_dict(data, str(path), _file_name(path))
     table = read_yaml(BUILTIN)
     key = text.lower()
     if key not in table:
         raise ConfigError(f"unknown model {text!r}; built-ins: {', '.join(sorted(table))}")
     return model_from_dict(table[key], f"{BUILTIN.name}: {key}", key)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON file's top-level mapping (orjson). Raises ConfigError naming the file."""
+    try:
+        data = orjson.loads(path.read_bytes())
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: invalid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def _file_name(path: Path) -> str:
+    """A spec's default name: its file's stem, or for `…/Llama-3.1-8B/config.json` (a
+    Hugging Face download) its folder's name."""
+    if path.stem == "config" and path.resolve().parent.name:
+        return path.resolve().parent.name
+    return path.stem
