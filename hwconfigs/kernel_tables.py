@@ -8,7 +8,8 @@ memory-bound kernels, a fixed per-kernel overhead, the per-GPU workspace memory,
 the SM clock a GPU sustains under multi-GPU training load as a fraction of the clock the
 efficiencies were measured at (tensor-core work slows with it; HBM traffic does not), and
 the host (CPU) time of one eager view op and one eager copy op, for framework code that
-issues one op per peer (0: not modelled).
+issues one op per peer, and the host time of one per-expert GEMM of a grouped GEMM that
+Transformer Engine issues as a loop of cuBLASLt calls (0: not modelled).
 Unknown keys are ConfigErrors with a "did you mean".
 """
 
@@ -45,6 +46,7 @@ class KernelPhysics:
     sustained_clock_fraction: float = 1.0
     host_view_ns: float = 0.0
     host_copy_ns: float = 0.0
+    grouped_gemm_expert_ns: float = 0.0
 
 
 def _sources(value: Any, where: str) -> tuple[str, ...]:
@@ -89,6 +91,7 @@ _TABLE = {
     "sustained_clock_fraction": (_fraction, 1.0),
     "host_view_ns": (non_negative, 0.0),
     "host_copy_ns": (non_negative, 0.0),
+    "grouped_gemm_expert_ns": (non_negative, 0.0),
 }
 
 

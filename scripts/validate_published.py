@@ -103,6 +103,11 @@ A2A_OVERLAP_SAID = re.compile(r"a2a overlap on|all-to-all overlapped", re.I)
 #: DeepSeek-V3 recipe trains one MTP layer (recipes/deepseek/deepseek_v3.py:
 #: `mtp_num_layers = 1`), as the built-in has it.
 NO_MTP = ("NeMo AutoModel",)
+#: frameworks whose routed experts run as one grouped kernel (plan `grouped_gemm="fused"`)
+#: rather than Transformer Engine's per-expert cuBLASLt loop: NeMo AutoModel's
+#: GroupedExpertsDeepEP runs grouped_gemm's CUTLASS `gmm` (default) or `torch._grouped_mm`
+#: (nemo_automodel/components/moe/layers.py, its docstring: "Supports two GEMM backends")
+FUSED_GROUPED_GEMM = ("NeMo AutoModel",)
 #: uneven pipeline splits the runs' own configs state, by (framework, built-in model), used
 #: where the row is pipelined (and, for a layout, has its pp x vp chunks):
 #: - Megatron-Bridge DeepSeek-V3 on H100 (PP 8 x VP 4): `layout="Et|(tt|)*30mL"` in
@@ -275,6 +280,7 @@ def parse_moe(r: dict[str, str]) -> Row | str:
             recompute_modules=modules,
             a2a_overlap=overlap,
             dispatcher="flex" if flex else "alltoall",
+            grouped_gemm="fused" if r["framework"].startswith(FUSED_GROUPED_GEMM) else "te",
         )
     except ConfigError as exc:
         return f"cannot express: {exc}"

@@ -103,6 +103,14 @@ COUNT = click.IntRange(min=1)
     help="Mixture of experts: Megatron-Core's token dispatcher (flex: DeepEP / HybridEP).",
 )
 @click.option(
+    "--grouped-gemm",
+    type=click.Choice(["te", "fused"]),
+    default="te",
+    show_default=True,
+    help="Mixture of experts: expert GEMMs as Transformer Engine's per-expert loop (te) or "
+    "one grouped kernel (fused: CUTLASS gmm, torch._grouped_mm).",
+)
+@click.option(
     "--a2a-overlap",
     is_flag=True,
     help="Mixture of experts: overlap the EP all-to-alls of one micro-batch with the other's "
@@ -174,6 +182,7 @@ def estimate_command(
     no_sp: bool,
     tp_overlap: bool,
     dispatcher: str,
+    grouped_gemm: str,
     a2a_overlap: bool,
     no_grad_overlap: bool,
     no_param_overlap: bool,
@@ -222,6 +231,7 @@ def estimate_command(
         tp_comm_overlap=tp_overlap,
         a2a_overlap=a2a_overlap,
         dispatcher=dispatcher,
+        grouped_gemm=grouped_gemm,
         overlap_grad_reduce=not no_grad_overlap,
         overlap_param_gather=not no_param_overlap,
         flash_attention=not no_flash,

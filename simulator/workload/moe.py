@@ -86,13 +86,20 @@ def grouped_gemm(
     wgrad: bool = False,
     waits: tuple[int, ...] = (),
 ) -> int:
-    """`groups` GEMMs of the same shape in one grouped kernel, in the linear-layer dtype
-    (weight gradients accumulate into FP32 main gradients, as `Ctx.gemm`)."""
+    """`groups` GEMMs of the same shape, in the linear-layer dtype (weight gradients
+    accumulate into FP32 main gradients, as `Ctx.gemm`), priced as one grouped kernel
+    (tiles of all groups share the waves). Under the plan's `grouped_gemm` "te"
+    (Transformer Engine `GroupedLinear`: `general_grouped_gemm` issues one cuBLASLt GEMM
+    per local expert from a host loop, `nvte_multi_stream_cublas_gemm`) the group is never
+    faster than the host issuing it: `groups` x the kernel file's `grouped_gemm_expert_ns`
+    (the host cannot run ahead: dropless routing syncs it with the GPU every MoE layer)."""
     m, n, k = m_n_k
     dt = ctx.linear_dtype
     size = 1 if dt == "fp8" else BF16
     out = 8 if wgrad else BF16
     ns = ctx.km.gemm_ns(m, n, k, dt, batch=groups, out_bytes=out)
+    if ctx.plan.grouped_gemm == "te":
+        ns = max(ns, groups * ctx.km.physics.grouped_gemm_expert_ns)
     nbytes = groups * ((m * k + k * n) * size + m * n * out)
     return blk.compute(name, ns, 2.0 * m * n * k * groups, float(nbytes), waits=waits)
 

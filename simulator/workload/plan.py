@@ -25,6 +25,11 @@ stays inside a node): `rank = ((stage * dp + dp_i) * cp + cp_i) * tp + tp_i`.
 layer, so the all-to-alls of one overlap the other's compute (`moe_overlap`).
 `dispatcher` is Megatron-Core's token dispatcher: `alltoall` (default) or `flex` (DeepEP /
 HybridEP: each token sent once per destination rank, permuted there; `moe`).
+`grouped_gemm` is how the experts' GEMMs run: `te` (default; Transformer Engine's
+`GroupedLinear`, Megatron-Core's `TEGroupedMLP`: one cuBLASLt GEMM per local expert, issued
+by the host in a loop) or `fused` (one grouped kernel for all local experts: grouped_gemm's
+CUTLASS `gmm` or `torch._grouped_mm`, as NeMo AutoModel's `GroupedExpertsDeepEP` and
+Megatron-Core's legacy `GroupedMLP` run them; `moe.grouped_gemm`).
 `first_stage_layers`, `last_stage_layers`, `embedding_in_split`, `loss_in_split` and
 `pp_layout` place decoder layers unevenly over the pipeline, as Megatron-Core's
 `--decoder-first/last-pipeline-num-layers`, `--account-for-embedding/loss-in-pipeline-split`
@@ -88,6 +93,7 @@ class ParallelPlan:
     recompute_modules: str = ""
     a2a_overlap: bool = False
     dispatcher: str = "alltoall"
+    grouped_gemm: str = "te"
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
     embedding_in_split: bool = False
@@ -256,6 +262,10 @@ class ParallelPlan:
         if self.dispatcher not in ("alltoall", "flex"):
             raise ConfigError(
                 f"plan: dispatcher must be 'alltoall' or 'flex', got {self.dispatcher!r}"
+            )
+        if self.grouped_gemm not in ("te", "fused"):
+            raise ConfigError(
+                f"plan: grouped_gemm must be 'te' or 'fused', got {self.grouped_gemm!r}"
             )
         if self.dispatcher == "flex" and (self.ep == 1 or self.expert_tp > 1):
             raise ConfigError(

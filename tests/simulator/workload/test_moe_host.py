@@ -131,3 +131,32 @@ def test_fp8_expert_rows_padded_and_unpadded_around_the_grouped_gemms() -> None:
     assert fwd["layer0.moe.fp8_pad"][1] < fwd["layer0.moe.fc1"][1] < fwd["layer0.moe.fp8_unpad"][1]
     assert {"layer0.moe.fp8_unpad_bwd", "layer0.moe.fp8_pad_bwd"} <= set(bwd)
     assert not any("fp8_pad" in n or "fp8_unpad" in n for n in _nodes(_gen(_plan()), True))
+
+
+def _durations(gen: Generator, forward: bool) -> dict[str, int]:
+    blk = gen.block(0, 0, forward)
+    names = gen.names.as_list()
+    return {names[n]: int(blk.cols["dur"][i]) for i, n in enumerate(blk.name)}
+
+
+def test_te_grouped_gemm_is_never_faster_than_its_per_expert_host_loop() -> None:
+    """Transformer Engine's GroupedLinear (Megatron-Core's TEGroupedMLP, plan
+    `grouped_gemm="te"`) issues one cuBLASLt GEMM per local expert from a host loop: a
+    grouped GEMM of tiny experts takes local experts x `grouped_gemm_expert_ns` (the kernel
+    file's 33 us), all six of them (FC1, FC2 forward; their data and weight gradients); one
+    grouped kernel (`grouped_gemm="fused"`: CUTLASS gmm, torch._grouped_mm) is priced by its
+    tiles and waves alone. With 2 local experts (8 over EP 4) of 32 rows x 64 x 32 the GPU
+    work is a few microseconds, so the host loop sets the time."""
+    per = KernelModel.for_gpu(load_system("h100").gpu).physics.grouped_gemm_expert_ns
+    assert per == 33000
+    bwd = ("fc1.dgrad", "fc1.wgrad", "fc2.dgrad", "fc2.wgrad")
+    for forward, names in ((True, ("fc1", "fc2")), (False, bwd)):
+        te = _durations(_gen(_plan()), forward)
+        fused = _durations(_gen(_plan(grouped_gemm="fused")), forward)
+        gemm = {f"layer{i}.moe.{n}" for i in (0, 1) for n in names}
+        for k in gemm:
+            assert te[k] == 2 * per
+            assert fused[k] < per / 4
+        assert all(te[k] == fused[k] for k in te if k not in gemm)
+    with pytest.raises(Exception, match="grouped_gemm"):
+        _plan(grouped_gemm="cutlass")
