@@ -17,6 +17,7 @@ from lumos.hwconfigs.load import load_gpu
 from lumos.simulator.costmodel.kernels import KernelModel
 from lumos.simulator.graph import COLL
 from lumos.simulator.network.api import ALL_GATHER, REDUCE_SCATTER
+from lumos.simulator.network.collectives import Kind
 from lumos.simulator.network.nccl import pricer_for_job
 from lumos.simulator.run import Mode, SimOptions, simulate
 from lumos.simulator.workload import ParallelPlan, Recompute, estimate, generate
@@ -81,6 +82,40 @@ def test_refetch_for_backward_follows_the_reuse_distance() -> None:
         load_model("gpt3-175b").layer_params()
     )
     assert len(big) == 4
+
+
+def test_gpt530b_layer_refetches_like_gpt3_175b() -> None:
+    """Narayanan et al.'s GPT 530B (h 20480, ffn 81920) under full recompute: 4 gathers for
+    the forward, 4 for the recomputed forward and 3 before the backward (FC2, used first in
+    the backward, stays within DeepSpeed's 1e9 reuse distance), 11 a layer as for GPT-3
+    175B, each of 2-byte elements (the FP16 model weights DeepSpeed partitions)."""
+    full = dataclasses.replace(PLAN, recompute=Recompute.FULL)
+    gpt530b = dataclasses.replace(
+        load_model("gpt3-175b"), layers=105, hidden=20480, heads=128, kv_heads=128, ffn=81920
+    )
+    ctx = Ctx.make(gpt530b, full, KernelModel.for_gpu(load_gpu("a100_sxm_80gb")))
+    big = [t for t in z3.layer_tensors(ctx) if t.gathered]
+    refetch = z3.regathered_for_backward(ctx)
+    assert [t.name for t in refetch] == ["qkv.weight", "proj.weight", "fc1.weight"]
+    assert 2 * len(big) + len(refetch) == 11
+    assert [t.elements for t in big] == [3 * 20480**2, 20480**2, 4 * 20480**2, 4 * 20480**2]
+    g = generate("gpt3-1.3b", full, "a100").graphs[0]
+    gathers = (g.type == COLL) & (g.group == DP) & (g.comm_type == ALL_GATHER)
+    per_layer = [n for n in _names(g, gathers) if n.startswith("layer0.")]
+    assert len(per_layer) == 4 + 4  # 1.3B: nothing past the reuse distance
+    qkv = [i for i in np.flatnonzero(gathers) if g.name(int(i)).startswith("layer0.qkv")]
+    assert {int(g.comm_size[i]) for i in qkv} == {3 * 2048**2 * 2 // 16}  # per rank, 2 B
+
+
+def test_ring_at_2240_ranks_pays_every_step_latency() -> None:
+    """A tiny all-gather over the 2,240 GPUs of NAR-T2-12 costs its n - 1 ring steps, each
+    at least the NIC latency (3 us): latency, not bandwidth, at this size."""
+    pricer = pricer_for_job("a100", 2240)
+    ranks = list(range(2240))
+    algo, ns = pricer.price(Kind.ALL_GATHER, 2, ranks)
+    assert algo == "ring"
+    assert ns >= 2239 * 3000
+    assert pricer.collective_ns(ALL_GATHER, 2, ranks) >= 2239 * 3000
 
 
 def test_per_peer_cost_grows_with_the_group_flat_fsdp_does_not() -> None:
