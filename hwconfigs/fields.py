@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import yaml
 
 from lumos.errors import ConfigError
 from lumos.hwconfigs.schema import EfficiencyPoint, LinkSpec
+from lumos.limits import MAX_CONFIG_BYTES
 
 REQUIRED = object()
 Parser = Callable[[Any, str], Any]
@@ -90,9 +92,35 @@ def load_yaml(text: str) -> Any:
     return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader: no Python tags
 
 
-def read_yaml(path: Path) -> dict[str, Any]:
+def config_file(path: Path, what: str) -> Path:
+    """`path` itself if it is a regular file (through links) lumos may read whole.
+
+    Raises ConfigError saying what is there instead (nothing, a folder, a device or FIFO),
+    ResourceLimitError past `LUMOS_MAX_CONFIG_BYTES`.
+    """
     try:
-        data = load_yaml(path.read_text())
+        st = path.stat()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such {what} file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {(exc.strerror or str(exc)).lower()}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ConfigError(f"{path}: is a folder, not a {what} file")
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(f"{path}: is a device, FIFO or socket, not a {what} file")
+    MAX_CONFIG_BYTES.check(st.st_size, f"{path}: size of a YAML config (bytes)")
+    return path
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """The mapping a YAML config holds. Raises ConfigError naming `path` (not a regular
+    file, unreadable, not UTF-8, invalid YAML, not a mapping), ResourceLimitError past
+    `LUMOS_MAX_CONFIG_BYTES` (checked before it is read, and again on what was read)."""
+    try:
+        config_file(path, "YAML config")
+        raw = path.read_bytes()
+        MAX_CONFIG_BYTES.check(len(raw), f"{path}: size of a YAML config (bytes)")
+        data = load_yaml(raw.decode())
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
@@ -131,15 +159,27 @@ def _finite(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
+def _hint(value: Any) -> str:
+    """Why a number written in YAML may have come out as text: YAML 1.1 (PyYAML) reads
+    `2e3` as a string, `2.0e+3` as a number."""
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return ""
+        return " (YAML reads it as text: write it with a point and a signed exponent, 2.0e+3)"
+    return ""
+
+
 def positive(value: Any, where: str) -> float:
     if not _finite(value) or value <= 0:
-        raise ConfigError(f"{where} must be a positive finite number, got {value!r}")
+        raise ConfigError(f"{where} must be a positive finite number, got {value!r}{_hint(value)}")
     return float(value)
 
 
 def non_negative(value: Any, where: str) -> float:
     if not _finite(value) or value < 0:
-        raise ConfigError(f"{where} must be a finite number >= 0, got {value!r}")
+        raise ConfigError(f"{where} must be a finite number >= 0, got {value!r}{_hint(value)}")
     return float(value)
 
 

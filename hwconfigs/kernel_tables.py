@@ -100,6 +100,21 @@ def shipped_kernel_tables() -> list[str]:
     return sorted(p.stem for p in (ROOT / KIND).glob("*.yaml"))
 
 
+def kernel_physics_of(gpu: str) -> KernelPhysics:
+    """The shipped kernel physics of the GPU named `gpu` (a hardware config's GPU `name`,
+    never read as a path: a GPU called `../x` or `x.yaml` reads no other file).
+
+    Raises ConfigError naming the GPU and the GPUs that have a table when it has none.
+    """
+    if gpu not in shipped_kernel_tables():
+        have = ", ".join(shipped_kernel_tables())
+        raise ConfigError(
+            f"GPU {gpu!r} has no kernel-physics table (hwconfigs/kernels/); trace-free "
+            f"estimates need one: shipped for {have} (simulate and whatif work without)"
+        )
+    return load_kernel_physics(gpu)
+
+
 def load_kernel_physics(gpu_or_path: str | Path) -> KernelPhysics:
     """The kernel physics of a GPU by config name (`h100_sxm`) or a YAML path.
 

@@ -21,6 +21,7 @@ from lumos.hwconfigs.fields import (
 )
 from lumos.hwconfigs.fields import (
     Parser,
+    config_file,
 )
 from lumos.hwconfigs.fields import (
     choice as _choice,
@@ -84,7 +85,8 @@ def shipped_names(kind: str = "systems") -> list[str]:
 def shipped_path(kind: str, name: str) -> Path:
     """Path of a shipped config. Raises ConfigError with the closest names if absent."""
     path = ROOT / kind / f"{name}.yaml"
-    if not path.is_file():
+    plain = name and not name.startswith(".") and not any(c in name for c in "/\\\0")
+    if not plain or not path.is_file():
         names = shipped_names(kind)
         close = difflib.get_close_matches(name, names, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -230,8 +232,5 @@ def load_system(name_or_path: str | Path, *, num_nodes: int | None = None) -> Sy
 def _resolve(kind: str, name_or_path: str | Path) -> Path:
     text = str(name_or_path)
     if isinstance(name_or_path, Path) or text.endswith((".yaml", ".yml")) or "/" in text:
-        path = Path(name_or_path)
-        if not path.is_file():
-            raise ConfigError(f"{path}: no such {kind[:-1]} config file")
-        return path
+        return config_file(Path(name_or_path), f"{kind[:-1]} config")
     return shipped_path(kind, text)

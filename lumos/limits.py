@@ -67,6 +67,15 @@ MAX_MICROBATCHES = Limit("LUMOS_MAX_MICROBATCHES", 1 << 20, "micro-batches per s
 #: layers of a generated model (decoder + multi-token prediction), and the slots a pipeline
 #: layout string expands to; published models have < 200.
 MAX_LAYERS = Limit("LUMOS_MAX_LAYERS", 1 << 14, "layers of a model")
+#: bytes of one YAML config (model spec, hardware, kernel physics) read whole before it is
+#: parsed: PyYAML builds ~100 bytes of objects per byte (a 34 MB file of keys took 84 CPU s
+#: and 3.2 GB); the shipped ones are < 20 KB.
+MAX_CONFIG_BYTES = Limit("LUMOS_MAX_CONFIG_BYTES", 1 << 20, "size of one YAML config (bytes)")
+#: points of a sweep's grid (the product of its axes' lengths), counted before any is built;
+#: a rejected point costs ~1 us, so the default is a second of enumeration.
+MAX_SWEEP_POINTS = Limit("LUMOS_MAX_SWEEP_POINTS", 1 << 20, "points of a sweep's grid")
+#: worker processes of a local sweep (each holds a model and a kernel model, ~100 MB).
+MAX_WORKERS = Limit("LUMOS_MAX_WORKERS", 128, "sweep worker processes")
 
 
 def check_environment() -> None:
@@ -85,4 +94,7 @@ def all_limits() -> tuple[Limit, ...]:
         MAX_CHUNKS,
         MAX_MICROBATCHES,
         MAX_LAYERS,
+        MAX_CONFIG_BYTES,
+        MAX_SWEEP_POINTS,
+        MAX_WORKERS,
     )

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING
 
 import click
 
 from lumos.cli.main import echo_json, handle_errors
-from lumos.cli.options import force_option, hw_option
+from lumos.cli.options import BadOption, force_option, hw_option
 from lumos.cli.outputs import no_stdout
+from lumos.outputs import printable
 
 if TYPE_CHECKING:
     from lumos.simulator.workload.plan import ParallelPlan
@@ -135,7 +137,12 @@ COUNT = click.IntRange(min=1)
     "in eager PyTorch, or torchtitan under torch.compile (docs/estimate.md).",
 )
 @hw_option("System to estimate on.", default="h100")
-@click.option("--gpus", type=COUNT, default=None, help="Cluster size [the plan's].")
+@click.option(
+    "--gpus",
+    type=COUNT,
+    default=None,
+    help="Cluster size, checked against the plan: tp x pp x dp x cp [the plan's].",
+)
 @click.option(
     "-o",
     "--output",
@@ -240,6 +247,8 @@ def estimate_command(
     )
     if et_dir is not None:
         no_stdout(et_dir, "the estimate's ETs")
+        if not et_dir.strip():
+            raise BadOption("an empty folder name; give a folder", param_hint="'-o'")
     result = estimate(
         spec, plan, hw, gpus=gpus, et_dir=et_dir, force=force, exact=exact, all_ranks=all_ranks
     )
@@ -248,12 +257,13 @@ def estimate_command(
         return
     _print(result)
     if et_dir is not None and all_ranks:
-        click.echo(f"  wrote all {plan.world} ranks' ETs to {et_dir}")
+        click.echo(f"  wrote all {plan.world} ranks' ETs to {printable(et_dir)}")
     elif et_dir is not None:
         n = result.stats["ranks_generated"]
+        command = shlex.join(["lumos", "simulate", et_dir, "--hw", hw, "--allow-partial"])
         click.echo(
-            f"  wrote {n} ETs (the distinct ranks of {plan.world}) to {et_dir}; "
-            f"`lumos simulate {et_dir} --hw {hw} --allow-partial` replays them"
+            f"  wrote {n} ETs (the distinct ranks of {plan.world}) to {printable(et_dir)}; "
+            f"`{printable(command)}` replays them"
         )
 
 
@@ -274,7 +284,7 @@ def _print(result: EstimateResult) -> None:
     p, b, m = result.plan, result.breakdown, result.memory
     vp = f"(vp{p.vp})" if p.vp > 1 else ""
     click.echo(
-        f"{result.model} on {result.gpus} x {result.hardware}: TP{p.tp} PP{p.pp}{vp} DP{p.dp} "
+        f"{printable(result.model)} on {result.gpus} x {printable(result.hardware)}: TP{p.tp} PP{p.pp}{vp} DP{p.dp} "
         f"CP{p.cp}{f' EP{p.ep} ETP{p.expert_tp}' if p.ep > 1 else ''}, mbs {p.mbs}, "
         f"gbs {p.gbs}, seq {p.seq}, zero {p.zero}, "
         f"{p.precision.value}, recompute {p.recompute.value}"
@@ -299,5 +309,6 @@ def _print(result: EstimateResult) -> None:
         f"activations {m.activations_gb:.1f}, workspace {m.workspace_gb:.1f})"
     )
     for text in result.assumptions:
-        if text.startswith("accuracy:"):
-            click.echo(f"  note: {text.removeprefix('accuracy: ')}")
+        if text.startswith(("accuracy:", "note:")):
+            text = text.removeprefix("accuracy: ").removeprefix("note: ")
+            click.echo(f"  note: {text}")

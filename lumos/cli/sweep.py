@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from lumos.cli.main import echo_json, handle_errors
-from lumos.cli.options import hw_option
+from lumos.cli.options import BadOption, force_option, hw_option
 from lumos.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -116,7 +116,8 @@ PLAN_DEFAULTS = {
     "--output",
     required=True,
     type=click.Path(dir_okay=False),
-    help="Results table (.csv, or .parquet with lumos[parquet]); the journal sits beside it.",
+    help="Results table (.csv, or .parquet with lumos[parquet]); the journal sits beside it. "
+    "A file no sweep wrote is replaced only with --force.",
 )
 @click.option(
     "--plot",
@@ -124,7 +125,14 @@ PLAN_DEFAULTS = {
     default=None,
     help="Write PREFIX.html (and PREFIX.png with lumos[plot]).",
 )
-@click.option("--top", default=10, show_default=True, help="Rows shown (and in --json; 0 = all).")
+@click.option(
+    "--top",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    help="Rows shown (and in --json; 0 = all).",
+)
+@force_option
 @click.option("--json", "as_json", is_flag=True, help="Print the ranked rows as JSON.")
 @handle_errors
 def sweep_command(
@@ -155,6 +163,7 @@ def sweep_command(
     output: str,
     plot_prefix: str | None,
     top: int,
+    force: bool,
     as_json: bool,
 ) -> None:
     """Estimate every valid TP/PP/CP/DP/micro-batch/recompute plan of MODEL on GPUS and rank
@@ -162,6 +171,9 @@ def sweep_command(
     traced step. Resumes from OUTPUT's journal after a kill."""
     from lumos.simulator.sweep.runner import sweep, sweep_trace
 
+    for flag, value in (("-o", output), ("--plot", plot_prefix)):
+        if value is not None and not value.strip():
+            raise BadOption("an empty path; give a file name", param_hint=f"'{flag}'")
     progress = _Progress(quiet=as_json)
     if trace is not None:
         from lumos.simulator.sweep.trace_grid import TraceSpace
@@ -198,6 +210,7 @@ def sweep_command(
             workers=workers,
             ray_address=ray_address,
             progress=progress,
+            force=force,
         )
         if as_json:
             _echo(result, top)
@@ -217,6 +230,8 @@ def sweep_command(
     if given:
         raise ConfigError(f"{', '.join(given)}: what-if options, only with --from-trace")
     assert model is not None and gpus is not None and gbs is not None and seq is not None
+    if len(_ints(seq, "seq")) > 1:
+        raise ConfigError(f"--seq {seq!r}: a plan sweep takes one sequence length")
     grid = {
         k: v if v is not None else PLAN_DEFAULTS[k]
         for k, v in {
@@ -255,6 +270,7 @@ def sweep_command(
         workers=workers,
         ray_address=ray_address,
         progress=progress,
+        force=force,
     )
     if plot_prefix:
         result.plots = _plots(result.rows, Path(plot_prefix), space)

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 
 from lumos.errors import ConfigError
-from lumos.hwconfigs.kernel_tables import KernelPhysics, load_kernel_physics
+from lumos.hwconfigs.kernel_tables import KernelPhysics, kernel_physics_of
 from lumos.hwconfigs.schema import GpuSpec
 
 BYTES = {"bf16": 2, "fp8": 1, "fp32": 4}
@@ -46,7 +46,7 @@ class KernelModel:
 
         Raises ConfigError when the GPU has no `hwconfigs/kernels/` file.
         """
-        return cls(gpu, physics or load_kernel_physics(gpu.name))
+        return cls(gpu, physics or kernel_physics_of(gpu.name))
 
     def tensor_peak_flops_per_ns(self, dtype: str) -> float:
         """Dense tensor-core peak for `dtype` (bf16 or fp8) in FLOP/ns at the sustained clock.

@@ -54,9 +54,11 @@ def refuse_in_worker_start() -> None:
 def run_local(points: list[Point], work: Work, workers: int) -> Iterator[tuple[Point, Row]]:
     """Run `work` over `points` in `workers` processes (in this process when 1).
 
-    Raises SimulationError when a worker process dies (killed, out of memory, or a
-    script without the `__main__` guard: see GUARD).
+    Never starts more processes than there are points. Raises SimulationError when a
+    worker process dies (killed, out of memory, or a script without the `__main__` guard:
+    see GUARD).
     """
+    workers = min(workers, len(points))
     if workers <= 1:
         for point in points:
             yield point, work(point)

@@ -36,7 +36,12 @@ class Journal:
             self._append([self.header])
 
     def _read(self) -> None:
-        lines = self.path.read_bytes().split(b"\n")
+        try:
+            lines = self.path.read_bytes().split(b"\n")
+        except OSError as exc:
+            raise ConfigError(
+                f"{self.path}: cannot read the sweep journal: {exc.strerror}"
+            ) from None
         tail = lines.pop()  # after the last newline: empty, or a record cut by a kill
         self.torn_lines = int(bool(tail.strip()))
         if not lines:
@@ -45,7 +50,7 @@ class Journal:
             head = orjson.loads(lines[0])
         except orjson.JSONDecodeError:
             raise ConfigError(f"{self.path}: not a lumos sweep journal") from None
-        if head.get("kind") != KIND:
+        if not isinstance(head, dict) or head.get("kind") != KIND:
             raise ConfigError(f"{self.path}: not a lumos sweep journal")
         if head.get("space") != self.header.get("space"):
             raise ConfigError(
@@ -57,6 +62,8 @@ class Journal:
                 row = orjson.loads(line)
             except orjson.JSONDecodeError:
                 raise ConfigError(f"{self.path}:{number}: unreadable journal line") from None
+            if not isinstance(row, dict) or not isinstance(row.get("key"), str):
+                raise ConfigError(f"{self.path}:{number}: a journal line without a plan key")
             self.done[row["key"]] = row
         if self.torn_lines:  # drop the torn tail so later appends start on a fresh line
             with self.path.open("r+b") as fh:

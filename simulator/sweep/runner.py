@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from lumos import __version__
-from lumos.errors import ConfigError
+from lumos.errors import ConfigError, LumosError
 from lumos.hwconfigs.load import load_system
+from lumos.limits import MAX_WORKERS
+from lumos.outputs import output_target
 from lumos.simulator.sweep.engines import Work, refuse_in_worker_start, run_local, run_ray
 from lumos.simulator.sweep.evaluate import evaluate
 from lumos.simulator.sweep.journal import Journal
@@ -69,6 +71,18 @@ def journal_path(table: Path) -> Path:
     return table.with_name(table.name + ".journal.jsonl")
 
 
+def check_table(output: Path, force: bool) -> None:
+    """The overwrite rule of a sweep's table, checked before any plan runs: a file in the
+    way is replaced only when it is this sweep's table (its journal beside it) or with
+    `force`. Raises OutputError (a folder or device in the way), LumosError (a refusal)."""
+    output_target(output)
+    if output.exists() and not journal_path(output).exists() and not force:
+        raise LumosError(
+            f"{output}: exists and has no sweep journal beside it ({journal_path(output).name}),"
+            " so no sweep wrote it; pass --force to replace it"
+        )
+
+
 def run_journaled(
     points: list[dict[str, Any]],
     identity: dict[str, Any],
@@ -79,13 +93,17 @@ def run_journaled(
     ray_address: str | None,
     progress: Progress | None,
     work: Work,
+    force: bool = False,
 ) -> tuple[list[dict[str, Any]], int, int]:
     """Run the points not yet in `output`'s journal; (rows of these points, resumed, ran).
 
     Raises ConfigError for a journal of another sweep or an unknown executor, or when
-    called by a worker process importing an unguarded script (engines.GUARD).
+    called by a worker process importing an unguarded script (engines.GUARD);
+    ResourceLimitError past `LUMOS_MAX_WORKERS` workers.
     """
     refuse_in_worker_start()
+    MAX_WORKERS.check(workers, "sweep: --workers")
+    check_table(output, force)
     journal = Journal(journal_path(output), {"space": identity, "lumos": __version__})
     todo = [p for p in points if p["key"] not in journal.done]
     resumed = len(points) - len(todo)
@@ -115,12 +133,14 @@ def sweep(
     progress: Progress | None = None,
     simulate_infeasible: bool = False,
     work: Work = evaluate,
+    force: bool = False,
 ) -> SweepResult:
     """Estimate every valid plan of `space`; write the ranked table to `output`.
 
     Plans that do not fit in memory are sized but not simulated unless
-    `simulate_infeasible`. Raises ConfigError for an unknown model/hardware/option, a
-    journal of another sweep, or an unknown executor; MissingExtraError for Ray or
+    `simulate_infeasible`; a file at `output` that no sweep wrote is replaced only with
+    `force`. Raises ConfigError for an unknown model/hardware/option, a
+    grid without one valid plan, a journal of another sweep, or an unknown executor; MissingExtraError for Ray or
     Parquet without their extras.
     """
     t0 = time.perf_counter()
@@ -128,6 +148,12 @@ def sweep(
     model = load_model(space.model)
     system = load_system(space.hw)
     found = enumerate_plans(space, model, system.gpus_per_node)
+    if not found.plans:
+        reasons = "; ".join(f"{k}: {v}" for k, v in sorted(found.rejected.items()))
+        raise ConfigError(
+            f"sweep: none of the {found.grid_points} grid points is a valid plan of "
+            f"{space.model} on {space.gpus} GPUs ({reasons})"
+        )
     points = [
         {
             "key": plan_key(p),
@@ -149,6 +175,7 @@ def sweep(
         ray_address=ray_address,
         progress=progress,
         work=work,
+        force=force,
     )
     rows = ranked(rows)
     write_table(rows, output)
@@ -174,6 +201,7 @@ def sweep_trace(
     workers: int = 1,
     ray_address: str | None = None,
     progress: Progress | None = None,
+    force: bool = False,
 ) -> SweepResult:
     """Simulate every what-if edit of `space`'s grid on its trace; rank by step time.
 
@@ -191,6 +219,7 @@ def sweep_trace(
         ray_address=ray_address,
         progress=progress,
         work=evaluate_edit,
+        force=force,
     )
     rows = rank_edits(rows)
     write_table(rows, output, TRACE_COLUMNS)

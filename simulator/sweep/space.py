@@ -10,13 +10,15 @@ and flagged, so a planner sees how far off they are.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from itertools import product
 from typing import Any
 
-from lumos.errors import ConfigError
+from lumos.errors import ConfigError, ResourceLimitError
+from lumos.limits import MAX_RANKS, MAX_SWEEP_POINTS
 from lumos.simulator.workload.plan import ParallelPlan, Precision, Recompute
 from lumos.simulator.workload.spec import ModelSpec
 
@@ -91,30 +93,33 @@ def _rule(message: str) -> str:
 def enumerate_plans(space: SweepSpace, model: ModelSpec, gpus_per_node: int) -> Enumeration:
     """Every valid plan of `space` for `model` on nodes of `gpus_per_node` GPUs.
 
-    Raises ConfigError when a grid value is not a positive integer or a known option.
+    The grid is walked lazily, its size checked first. Raises ConfigError when a grid
+    value is not a positive integer, a ZeRO stage or a known option; ResourceLimitError
+    past `LUMOS_MAX_SWEEP_POINTS` grid points or `LUMOS_MAX_RANKS` GPUs. Repeated values
+    count once.
     """
     for name in ("tp", "pp", "cp", "vp", "mbs", "ep"):
         if not getattr(space, name) or min(getattr(space, name)) < 1:
             raise ConfigError(
                 f"sweep: --{name} needs positive integers, got {getattr(space, name)}"
             )
-    recomputes = [_option(Recompute, r, "recompute") for r in space.recompute]
-    precisions = [_option(Precision, p, "precision") for p in space.precision]
-    grid = list(
-        product(
-            space.tp,
-            space.pp,
-            space.cp,
-            space.vp,
-            space.mbs,
-            space.zero,
-            recomputes,
-            precisions,
-            space.ep,
-        )
-    )
-    out = Enumeration(plans=[], grid_points=len(grid))
-    for tp, pp, cp, vp, mbs, zero, rec, prec, ep in grid:
+    bad_zero = sorted(set(space.zero) - {0, 1, 3})
+    if not space.zero or bad_zero:
+        raise ConfigError(f"sweep: --zero takes stages 0, 1 and 3, got {bad_zero or '[]'}")
+    MAX_RANKS.check(space.gpus, "sweep: --gpus")
+    recomputes = [_option(Recompute, r, "recompute") for r in dict.fromkeys(space.recompute)]
+    precisions = [_option(Precision, p, "precision") for p in dict.fromkeys(space.precision)]
+    axes = [
+        *(tuple(dict.fromkeys(getattr(space, a))) for a in ("tp", "pp", "cp", "vp", "mbs")),
+        tuple(dict.fromkeys(space.zero)),
+        tuple(dict.fromkeys(recomputes)),
+        tuple(dict.fromkeys(precisions)),
+        tuple(dict.fromkeys(space.ep)),
+    ]
+    points = math.prod(len(axis) for axis in axes)
+    MAX_SWEEP_POINTS.check(points, f"sweep: grid points ({' x '.join(_sizes(axes))})")
+    out = Enumeration(plans=[], grid_points=points)
+    for tp, pp, cp, vp, mbs, zero, rec, prec, ep in product(*axes):  # lazily: never a list
         model_parallel = tp * pp * cp
         if space.gpus % model_parallel:
             out.rejected["tp x pp x cp does not divide the GPU count"] += 1
@@ -141,11 +146,17 @@ def enumerate_plans(space: SweepSpace, model: ModelSpec, gpus_per_node: int) -> 
         )
         try:
             plan.check(model)
-        except ConfigError as exc:
+        except (ConfigError, ResourceLimitError) as exc:  # a plan past a limit: not fatal
             out.rejected[_rule(str(exc))] += 1
             continue
         out.plans.append(plan)
     return out
+
+
+def _sizes(axes: list[tuple[Any, ...]]) -> list[str]:
+    """Each axis's length, named: `tp 200`, for the message of a grid past the limit."""
+    names = ("tp", "pp", "cp", "vp", "mbs", "zero", "recompute", "precision", "ep")
+    return [f"{name} {len(axis)}" for name, axis in zip(names, axes, strict=True)]
 
 
 def _option(enum: Any, value: str, what: str) -> Any:

@@ -8,10 +8,13 @@ one edit and one simulation.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from itertools import product
 from pathlib import Path
 from typing import Any
+
+from lumos.limits import MAX_SWEEP_POINTS
 
 #: the edits a trace grid can vary (`WhatIf` field names), in key order
 AXES = ("layers", "seq", "hidden", "dp", "pp", "hw")
@@ -38,8 +41,12 @@ class TraceSpace:
 
 
 def edit_points(space: TraceSpace) -> list[dict[str, Any]]:
-    """One point per combination of the given values (the traced step itself first)."""
-    axes = [(name, getattr(space, name)) for name in AXES if getattr(space, name)]
+    """One point per combination of the given values (the traced step itself first;
+    repeated values count once). Raises ResourceLimitError past `LUMOS_MAX_SWEEP_POINTS`."""
+    axes = [(name, tuple(dict.fromkeys(getattr(space, name)))) for name in AXES]
+    axes = [(name, values) for name, values in axes if values]
+    sizes = " x ".join(f"{name} {len(values)}" for name, values in axes)
+    MAX_SWEEP_POINTS.check(math.prod(len(v) for _, v in axes), f"sweep: grid points ({sizes})")
     points = [_point(space, {})]
     for values in product(*(vals for _, vals in axes)):
         edits = {name: value for (name, _), value in zip(axes, values, strict=True)}

@@ -145,8 +145,9 @@ class Block:
             cols = {c: np.asarray(v, np.int64) for c, v in self.cols.items()}
         except OverflowError:  # a plan with sizes no GPU holds (mbs x seq in the billions)
             raise SimulationError(
-                "a FLOP or byte count of the generated step exceeds 64 bits: the plan's "
-                "sizes (mbs x seq x hidden) are too large"
+                "a FLOP or byte count or a duration of the generated step exceeds 64 bits: "
+                "the plan's sizes (mbs x seq x hidden) are too large, or the hardware's "
+                "rates (peaks, HBM bandwidth) too small"
             ) from None
         pairs = np.asarray(self.deps, np.int64).reshape(-1, 2)
         comp = np.flatnonzero((cols["type"] == COMP) & (cols["stream"] == COMPUTE))

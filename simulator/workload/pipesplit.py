@@ -93,6 +93,22 @@ def parse_layout(text: str) -> list[str]:
     return s.split("|")
 
 
+def lenient_note(plan: _Plan, layers: int) -> str | None:
+    """What the even split assumed when `layers` do not divide over pp x vp chunks (Megatron-
+    Core refuses such a plan), for the estimate to state; None when they divide or the
+    split is given."""
+    chunks = plan.pp * plan.vp
+    if uneven(plan) or chunks == 1 or layers % chunks == 0:
+        return None
+    base, extra = divmod(layers, chunks)
+    return (
+        f"note: {layers} layers do not divide over pp x vp = {chunks} model chunks: "
+        f"estimated with {base + 1} on chunks 0-{extra - 1} and {base} on the others, a split "
+        "Megatron-Core refuses (--first-stage-layers / --last-stage-layers / --pp-layout "
+        "state one it runs)"
+    )
+
+
 def chunk_layers(plan: _Plan, layers: int, mtp_layers: int = 0) -> list[int]:
     """Decoder layers of every model chunk, in virtual-stage order (module doc).
 

@@ -38,8 +38,9 @@ and `--pipeline-model-parallel-layout` do (`pipesplit`).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from enum import Enum
+from numbers import Integral
 from typing import Any
 
 from lumos.errors import ConfigError
@@ -148,10 +149,11 @@ class ParallelPlan:
             prec, rec = Precision(precision), Recompute(recompute)
         except ValueError as exc:
             raise ConfigError(f"plan: {exc}") from None
+        options = {k: _whole(v) for k, v in options.items()}
         mbs, dp = options.get("mbs", 1), options.get("dp", 1)
         plan = cls(
-            gbs=gbs or mbs * dp,
-            seq=seq or model.seq,
+            gbs=mbs * dp if gbs is None else _whole(gbs),
+            seq=model.seq if seq is None else _whole(seq),
             precision=prec,
             recompute=rec,
             **options,
@@ -167,9 +169,12 @@ class ParallelPlan:
 
     def check(self, model: ModelSpec) -> None:
         """Raise ConfigError naming the first setting the model or the batch cannot take."""
-        for key in ("tp", "pp", "dp", "cp", "vp", "mbs", "gbs", "seq"):
+        self._check_types()
+        for key in ("tp", "pp", "dp", "cp", "vp", "mbs", "gbs", "seq", "ep"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"plan: {key} must be >= 1, got {getattr(self, key)}")
+        if self.etp < 0:
+            raise ConfigError(f"plan: etp must be >= 0 (0: tp), got {self.etp}")
         if self.zero not in (0, 1, 3):
             raise ConfigError(f"plan: zero must be 0, 1 or 3, got {self.zero}")
         MAX_RANKS.check(self.world, "plan: world size (tp x pp x dp x cp)")
@@ -180,6 +185,12 @@ class ParallelPlan:
             )
         if model.heads % self.tp or model.ffn % self.tp:
             raise ConfigError(f"plan: tp {self.tp} must divide heads ({model.heads}) and ffn")
+        if model.kv_heads % self.tp:
+            raise ConfigError(
+                f"plan: tp {self.tp} must divide the {model.kv_heads} key/value heads (query "
+                "groups: Megatron-Core and torchtitan split them over TP, neither replicates "
+                "them)"
+            )
         if self.seq % (2 * self.cp if self.cp > 1 else 1):
             raise ConfigError(f"plan: seq {self.seq} must divide into 2 x cp chunks")
         self.chunk_layers(model)
@@ -215,6 +226,27 @@ class ParallelPlan:
             raise ConfigError(
                 "plan: multi-head latent attention under tensor-wise ZeRO-3 is not modelled"
             )
+
+    def _check_types(self) -> None:
+        """Each field of the type it is declared with (the Python API passes anything:
+        `tp="8"`, `tp=8.0`, `sequence_parallel="no"`, `zero=True` are refused, not
+        compared, truncated or taken as true)."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            kind = str(f.type)
+            if kind in ("int", "int | None"):
+                ok = _is_int(value) or (value is None and kind != "int")
+                want = "an integer"
+            elif kind == "bool":
+                ok, want = isinstance(value, bool), "true or false"
+            elif kind == "str":
+                ok, want = isinstance(value, str), "a string"
+            else:
+                enum: type[Enum] = {"Precision": Precision, "Recompute": Recompute}[kind]
+                ok = isinstance(value, enum)
+                want = "one of " + ", ".join(str(e.value) for e in enum)
+            if not ok:
+                raise ConfigError(f"plan: {f.name} must be {want}, got {value!r}")
 
     def chunk_layers(self, model: ModelSpec) -> list[int]:
         """Decoder layers of every model chunk, virtual-stage order (`pipesplit`); raises
@@ -284,6 +316,18 @@ class ParallelPlan:
             raise ConfigError("plan: a2a_overlap needs recompute other than full (Megatron-Core)")
         if self.pp > 1 and self.vp == 1:
             raise ConfigError("plan: a2a_overlap with pp > 1 needs the interleaved schedule (vp)")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _whole(value: Any) -> Any:
+    """A numpy or other integral value as a plain int; anything else as given (for
+    `ParallelPlan.check` to refuse by name)."""
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        return int(value)
+    return value
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 
 from lumos.errors import ConfigError
-from lumos.hwconfigs.fields import REQUIRED, fields, flag, read_yaml
+from lumos.hwconfigs.fields import REQUIRED, config_file, fields, flag, read_yaml
 from lumos.limits import MAX_LAYERS
 
 BUILTIN = Path(__file__).with_name("models.yaml")
@@ -320,8 +320,7 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
         or "/" in text
         or path.is_file()
     ):
-        if not path.is_file():
-            raise ConfigError(f"{path}: no such model spec file")
+        config_file(path, "model spec")
         data = read_json(path) if path.suffix.lower() == ".json" else read_yaml(path)
         return model_from_dict(data, str(path), _file_name(path))
     table = read_yaml(BUILTIN)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lumos.errors import ConfigError
+from lumos.errors import ConfigError, OutputError, SimulationError
 from lumos.hwconfigs.kernel_tables import KernelPhysics
 from lumos.hwconfigs.load import load_system
 from lumos.hwconfigs.schema import SystemSpec
@@ -24,7 +24,7 @@ from lumos.simulator.workload.breakdown import Breakdown
 from lumos.simulator.workload.generate import GeneratedStep, Generator
 from lumos.simulator.workload.memory import MemoryEstimate, estimate_memory
 from lumos.simulator.workload.periodic import periodic_timing, sample_counts, simulate_step
-from lumos.simulator.workload.pipesplit import uneven
+from lumos.simulator.workload.pipesplit import lenient_note, uneven
 from lumos.simulator.workload.plan import ParallelPlan, Precision
 from lumos.simulator.workload.schedule import in_flight, stage_order
 from lumos.simulator.workload.spec import ModelSpec, load_model
@@ -104,10 +104,14 @@ def _resolve(
 ) -> tuple[ModelSpec, SystemSpec]:
     spec = model if isinstance(model, ModelSpec) else load_model(model)
     system = hw if isinstance(hw, SystemSpec) else load_system(str(hw))
-    need = max(gpus or world, world)
-    if gpus is not None and gpus < world:
-        raise ConfigError(f"the plan needs {world} GPUs but --gpus is {gpus}")
-    nodes = -(-need // system.gpus_per_node)
+    if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int)):
+        raise ConfigError(f"--gpus must be an integer, got {gpus!r}")
+    if gpus is not None and gpus != world:
+        raise ConfigError(
+            f"--gpus is {gpus} but the plan runs on tp x pp x dp x cp = {world} GPUs: give "
+            "the degrees that multiply to it (e.g. --dp), or leave --gpus out"
+        )
+    nodes = -(-world // system.gpus_per_node)
     from dataclasses import replace
 
     return spec, replace(system, num_nodes=max(nodes, 1))
@@ -141,18 +145,22 @@ def estimate(
 ) -> EstimateResult:
     """Estimate one training step of `model` under `plan` on system `hw`.
 
-    `gpus`: cluster size (default: the plan's world size); `physics`: kernel parameters
+    `gpus`: cluster size (must be the plan's world size, its default); `physics`: kernel parameters
     instead of the shipped `hwconfigs/kernels/<gpu>.yaml`; `et_dir`: also write the
     distinct ranks' Chakra ETs there (every rank with `all_ranks`; replacing an earlier
     estimate's only with `force`, checked before any work: LumosError). A pipeline with
     many micro-batches is simulated with a few rounds of `pp` micro-batches and its steady
     state extrapolated (`periodic`, within 1 % of the full simulation); `exact` (or
     `et_dir`) simulates every micro-batch. Raises ConfigError for a plan the model, batch or hardware cannot take
-    (FP8 on a GPU without it, too few GPUs).
+    (FP8 on a GPU without it, `gpus` other than the plan's), SimulationError for a time past
+    64-bit nanoseconds.
     """
     t0 = time.perf_counter()
     if et_dir is not None:
         from lumos.converters.chakra.set_output import check_set_output
+
+        if not str(et_dir).strip():  # Path("") is ".": the ETs would land in the cwd
+            raise OutputError("the ETs' folder is an empty path; give a folder")
         from lumos.simulator.workload.etwrite import PREFIX
 
         check_set_output(Path(et_dir), PREFIX, force=force)
@@ -161,14 +169,21 @@ def estimate(
         raise ConfigError(f"{system.gpu.name} has no FP8 tensor cores; use --precision bf16")
     km = KernelModel.for_gpu(system.gpu, physics)
     gen = Generator(spec, plan, km)
-    if exact or et_dir is not None or sample_counts(plan) is None:
-        timing, step = simulate_step(gen, system)
-        if et_dir is not None:
-            from lumos.simulator.workload.etwrite import write_ets
+    try:
+        if exact or et_dir is not None or sample_counts(plan) is None:
+            timing, step = simulate_step(gen, system)
+            if et_dir is not None:
+                from lumos.simulator.workload.etwrite import write_ets
 
-            write_ets(step, spec, plan, et_dir, force=force, all_ranks=all_ranks)
-    else:
-        timing = periodic_timing(spec, plan, km, system)
+                write_ets(step, spec, plan, et_dir, force=force, all_ranks=all_ranks)
+        else:
+            timing = periodic_timing(spec, plan, km, system)
+    except OverflowError:  # a time past int64 ns: rates of 1e-300, latencies of 1e300
+        raise SimulationError(
+            "a simulated time of the step exceeds 64-bit nanoseconds (292 years): check the "
+            f"plan's sizes and the rates of {system.source or system.name} (peaks, "
+            "bandwidths, latencies)"
+        ) from None
     iteration = timing.iteration_ns / 1e9
     flops = model_flops_per_step(spec, plan)
     peak = system.gpu.peak_fp8_tflops if plan.precision is Precision.FP8 else None
@@ -179,7 +194,7 @@ def estimate(
         model=spec.name,
         hardware=system.name,
         plan=plan,
-        gpus=max(gpus or plan.world, plan.world),
+        gpus=plan.world,
         iteration_time_s=iteration,
         tokens_per_s_per_gpu=plan.gbs * plan.seq / iteration / plan.world,
         mfu=achieved / peak,
@@ -191,6 +206,7 @@ def estimate(
             *ASSUMPTIONS,
             *_zero3_assumption(plan),
             *([MOE_ASSUMPTION, MOE_ACCURACY] if spec.moe else []),
+            *filter(None, [lenient_note(plan, spec.layers)]),
         ],
         stats={**timing.stats, "wall_s": round(time.perf_counter() - t0, 3)},
     )

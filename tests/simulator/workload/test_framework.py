@@ -18,7 +18,7 @@ from lumos.simulator.workload import ParallelPlan, Precision, Recompute, estimat
 from lumos.simulator.workload.block import COMPUTE, DP_STREAM
 from lumos.simulator.workload.framework import ATTENTION, EAGER, PROFILES
 from lumos.simulator.workload.generate import Generator
-from lumos.simulator.workload.spec import model_from_dict
+from lumos.simulator.workload.spec import ModelSpec, model_from_dict
 from lumos.simulator.workload.step import plan_memory
 
 KM = KernelModel.for_gpu(load_system("h100").gpu)
@@ -40,9 +40,9 @@ TINY = model_from_dict(
 )
 
 
-def _pass(plan: ParallelPlan, forward: bool) -> dict[str, np.ndarray]:
+def _pass(plan: ParallelPlan, forward: bool, model: ModelSpec = TINY) -> dict[str, np.ndarray]:
     """One chunk pass of stage 0: node names and columns."""
-    gen = Generator(TINY, plan, KM)
+    gen = Generator(model, plan, KM)
     blk = gen.block(0, 0, forward)
     out = dict(blk.cols)
     out["name"] = np.asarray(gen.names.as_list())[blk.name]
@@ -125,11 +125,12 @@ def test_async_tp_overlaps_only_the_forward_and_holds_no_sms() -> None:
     wgrad with no input re-gather (Megatron re-gathers under dgrad, reduces under wgrad)."""
     plan = ParallelPlan(tp=4, mbs=1, gbs=1, seq=4096, zero=0, tp_comm_overlap=True)
     titan = dataclasses.replace(plan, framework="torchtitan-compile")
-    fwd = _pass(titan, True)
+    model = dataclasses.replace(TINY, kv_heads=4)  # TP 4 splits the query groups
+    fwd = _pass(titan, True, model)
     proj = fwd["name"] == "layer0.proj"
     assert proj.sum() == 4  # TP chunks
     assert fwd["dur"][proj][0] == pytest.approx(round(KM.gemm_ns(1024, 1024, 256)), abs=1)
-    bwd_t, bwd_m = _pass(titan, False), _pass(plan, False)
+    bwd_t, bwd_m = _pass(titan, False, model), _pass(plan, False, model)
     assert (bwd_t["name"] == "layer0.fc2.dgrad").sum() == 1
     assert (bwd_m["name"] == "layer0.fc2.dgrad").sum() == 4
     assert "layer0.qkv.input_all_gather" in set(bwd_m["name"])
