@@ -31,8 +31,8 @@ class _StrictLoader(yaml.SafeLoader):
             raise yaml.composer.ComposerError(
                 None,
                 None,
-                f"its aliases expand it to more than {MAX_YAML_VALUES:,} values "
-                "(an alias bomb, 'billion laughs')",
+                f"it holds more than {MAX_YAML_VALUES:,} values with its aliases expanded "
+                "(a config holds hundreds; an alias bomb, 'billion laughs', billions)",
                 node.start_mark,
             )
         return node

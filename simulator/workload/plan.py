@@ -61,6 +61,9 @@ class Precision(str, Enum):
     FP8 = "fp8"
 
 
+#: the enum-typed plan fields' types, by annotation
+ENUMS: dict[str, type[Enum]] = {"Precision": Precision, "Recompute": Recompute}
+
 #: Megatron-Core `recompute_modules` lumos models: the core attention (its default), the
 #: norms (`layernorm`: their outputs re-computed before the backward that reads them), the
 #: experts' activation (`moe_act`)
@@ -242,7 +245,7 @@ class ParallelPlan:
             elif kind == "str":
                 ok, want = isinstance(value, str), "a string"
             else:
-                enum: type[Enum] = {"Precision": Precision, "Recompute": Recompute}[kind]
+                enum = ENUMS[kind]
                 ok = isinstance(value, enum)
                 want = "one of " + ", ".join(str(e.value) for e in enum)
             if not ok:
