@@ -38,14 +38,14 @@ and `--pipeline-model-parallel-layout` do (`pipesplit`).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from enum import Enum
-from numbers import Integral
 from typing import Any
 
 from lumos.errors import ConfigError
 from lumos.limits import MAX_MICROBATCHES, MAX_RANKS
 from lumos.simulator.workload import pipesplit
+from lumos.simulator.workload.fieldtypes import check_types, whole
 from lumos.simulator.workload.framework import profile
 from lumos.simulator.workload.spec import ModelSpec
 
@@ -152,11 +152,11 @@ class ParallelPlan:
             prec, rec = Precision(precision), Recompute(recompute)
         except ValueError as exc:
             raise ConfigError(f"plan: {exc}") from None
-        options = {k: _whole(v) for k, v in options.items()}
+        options = {k: whole(v) for k, v in options.items()}
         mbs, dp = options.get("mbs", 1), options.get("dp", 1)
         plan = cls(
-            gbs=mbs * dp if gbs is None else _whole(gbs),
-            seq=model.seq if seq is None else _whole(seq),
+            gbs=mbs * dp if gbs is None else whole(gbs),
+            seq=model.seq if seq is None else whole(seq),
             precision=prec,
             recompute=rec,
             **options,
@@ -172,7 +172,7 @@ class ParallelPlan:
 
     def check(self, model: ModelSpec) -> None:
         """Raise ConfigError naming the first setting the model or the batch cannot take."""
-        self._check_types()
+        check_types(self, ENUMS, "plan")  # the API passes anything: tp="8", tp=True
         for key in ("tp", "pp", "dp", "cp", "vp", "mbs", "gbs", "seq", "ep"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"plan: {key} must be >= 1, got {getattr(self, key)}")
@@ -229,27 +229,6 @@ class ParallelPlan:
             raise ConfigError(
                 "plan: multi-head latent attention under tensor-wise ZeRO-3 is not modelled"
             )
-
-    def _check_types(self) -> None:
-        """Each field of the type it is declared with (the Python API passes anything:
-        `tp="8"`, `tp=8.0`, `sequence_parallel="no"`, `zero=True` are refused, not
-        compared, truncated or taken as true)."""
-        for f in fields(self):
-            value = getattr(self, f.name)
-            kind = str(f.type)
-            if kind in ("int", "int | None"):
-                ok = _is_int(value) or (value is None and kind != "int")
-                want = "an integer"
-            elif kind == "bool":
-                ok, want = isinstance(value, bool), "true or false"
-            elif kind == "str":
-                ok, want = isinstance(value, str), "a string"
-            else:
-                enum = ENUMS[kind]
-                ok = isinstance(value, enum)
-                want = "one of " + ", ".join(str(e.value) for e in enum)
-            if not ok:
-                raise ConfigError(f"plan: {f.name} must be {want}, got {value!r}")
 
     def chunk_layers(self, model: ModelSpec) -> list[int]:
         """Decoder layers of every model chunk, virtual-stage order (`pipesplit`); raises
@@ -319,18 +298,6 @@ class ParallelPlan:
             raise ConfigError("plan: a2a_overlap needs recompute other than full (Megatron-Core)")
         if self.pp > 1 and self.vp == 1:
             raise ConfigError("plan: a2a_overlap with pp > 1 needs the interleaved schedule (vp)")
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _whole(value: Any) -> Any:
-    """A numpy or other integral value as a plain int; anything else as given (for
-    `ParallelPlan.check` to refuse by name)."""
-    if isinstance(value, Integral) and not isinstance(value, bool):
-        return int(value)
-    return value
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,50 @@
+"""Type checks of a record's fields against their annotations, for records the Python API
+fills from keyword arguments (`ParallelPlan`): `tp="8"`, `tp=8.0`, `tp=True` or
+`sequence_parallel="no"` would otherwise be compared, truncated or taken as true deep in
+the generator. Refusals name the field."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from enum import Enum
+from numbers import Integral
+from typing import Any
+
+from lumos.errors import ConfigError
+
+
+def is_int(value: Any) -> bool:
+    """A Python int that is not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def whole(value: Any) -> Any:
+    """A numpy or other integral value as a plain int; anything else as given (for
+    `check_types` to refuse by name)."""
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        return int(value)
+    return value
+
+
+def check_types(record: Any, enums: dict[str, type[Enum]], where: str) -> None:
+    """Each field of dataclass `record` of the type its annotation names (`int`,
+    `int | None`, `bool`, `str`, or an enum named in `enums`).
+
+    Raises ConfigError `"{where}: {field} must be ..., got ..."` for the first that is not.
+    """
+    for f in fields(record):
+        value = getattr(record, f.name)
+        kind = str(f.type)
+        if kind in ("int", "int | None"):
+            ok = is_int(value) or (value is None and kind != "int")
+            want = "an integer"
+        elif kind == "bool":
+            ok, want = isinstance(value, bool), "true or false"
+        elif kind == "str":
+            ok, want = isinstance(value, str), "a string"
+        else:
+            enum = enums[kind]
+            ok = isinstance(value, enum)
+            want = "one of " + ", ".join(str(e.value) for e in enum)
+        if not ok:
+            raise ConfigError(f"{where}: {f.name} must be {want}, got {value!r}")
