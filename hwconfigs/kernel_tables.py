@@ -44,6 +44,8 @@ class KernelPhysics:
     workspace_gb: float
     gemm_efficiency_fp8: float | None = None
     sustained_clock_fraction: float = 1.0
+    clock_spread: float = 0.0
+    clock_reference_gpus: int = 1
     host_view_ns: float = 0.0
     host_copy_ns: float = 0.0
     grouped_gemm_expert_ns: float = 0.0
@@ -74,6 +76,13 @@ def _fraction(value: Any, where: str) -> float:
     return v
 
 
+def _spread(value: Any, where: str) -> float:
+    v = non_negative(value, where)
+    if v >= 0.2:
+        raise ConfigError(f"{where} is a relative standard deviation (0 <= x < 0.2), got {value!r}")
+    return v
+
+
 _TABLE = {
     "gpu": (text, REQUIRED),
     "sources": (_sources, REQUIRED),
@@ -89,6 +98,8 @@ _TABLE = {
     "kernel_overhead_ns": (non_negative, 0.0),
     "workspace_gb": (non_negative, 0.0),
     "sustained_clock_fraction": (_fraction, 1.0),
+    "clock_spread": (_spread, 0.0),
+    "clock_reference_gpus": (_count, 1),
     "host_view_ns": (non_negative, 0.0),
     "host_copy_ns": (non_negative, 0.0),
     "grouped_gemm_expert_ns": (non_negative, 0.0),

@@ -203,6 +203,7 @@ def fit(gpu: str, rows: list[dict[str, Any]], clock: float) -> dict[str, Any]:
         eff = [f / (r["ms"] * 1e9) / spec.peak_bf16_tflops for f, r in zip(flops, pts, strict=True)]
         out[f"attention_{phase}_efficiency"] = round(max(eff), 3)
     out["sustained_clock_fraction"] = round(clock, 3)
+    out["clock_reference_gpus"] = 1  # measured on this one GPU (stragglers.py)
     return out
 
 

@@ -20,6 +20,7 @@ from lumos.hwconfigs.kernel_tables import KernelPhysics
 from lumos.hwconfigs.load import load_system
 from lumos.hwconfigs.schema import SystemSpec
 from lumos.simulator.costmodel.kernels import KernelModel
+from lumos.simulator.costmodel.stragglers import slowest_gpu, slowest_gpu_fraction
 from lumos.simulator.workload.breakdown import Breakdown
 from lumos.simulator.workload.generate import GeneratedStep, Generator
 from lumos.simulator.workload.memory import MemoryEstimate, estimate_memory
@@ -37,8 +38,8 @@ ASSUMPTIONS = (
     "Adam optimizer step memory-bound at 32 bytes per local parameter",
     "flash attention unless flash_attention is off; TP backward always overlaps the input "
     "re-gather with dgrad and the dgrad reduction with wgrad",
-    "no CPU launch overhead, no data loading, no stragglers; kernels at the hwconfigs/kernels "
-    "efficiencies, collectives from the system's NCCL-like network model",
+    "no CPU launch overhead, no data loading; kernels at the hwconfigs/kernels efficiencies, "
+    "collectives from the system's NCCL-like network model",
 )
 
 
@@ -128,7 +129,8 @@ def generate(
     Raises ConfigError for a plan the model cannot take or unknown model/hardware.
     """
     spec, system = _resolve(model, hw, None, plan.world)
-    return Generator(spec, plan, KernelModel.for_gpu(system.gpu, physics)).step()
+    km = KernelModel.for_gpu(system.gpu, physics)
+    return Generator(spec, plan, KernelModel(km.gpu, slowest_gpu(km.physics, plan.world))).step()
 
 
 def estimate(
@@ -167,7 +169,8 @@ def estimate(
     spec, system = _resolve(model, hw, gpus, plan.world)
     if plan.precision is Precision.FP8 and not system.gpu.peak_fp8_tflops:
         raise ConfigError(f"{system.gpu.name} has no FP8 tensor cores; use --precision bf16")
-    km = KernelModel.for_gpu(system.gpu, physics)
+    km0 = KernelModel.for_gpu(system.gpu, physics)
+    km = KernelModel(km0.gpu, slowest_gpu(km0.physics, plan.world))
     gen = Generator(spec, plan, km)
     try:
         if exact or et_dir is not None or sample_counts(plan) is None:
@@ -204,6 +207,7 @@ def estimate(
         per_rank_s={r: t / 1e9 for r, t in timing.per_rank_ns.items()},
         assumptions=[
             *ASSUMPTIONS,
+            _straggler_assumption(km0.physics, plan.world),
             *_zero3_assumption(plan),
             *([MOE_ASSUMPTION, MOE_ACCURACY] if spec.moe else []),
             *filter(None, [lenient_note(plan, spec.layers)]),
@@ -227,6 +231,15 @@ MOE_ACCURACY = (
     "(Megatron-Bridge, Megatron-Core model zoo, NeMo AutoModel) lumos is -56 % ... +42 % "
     "(mean |error| 16-34 % by set; dense models: 4-7 %), mostly too fast: docs/estimate.md"
 )
+
+
+def _straggler_assumption(physics: KernelPhysics, gpus: int) -> str:
+    fraction = slowest_gpu_fraction(physics, gpus)
+    return (
+        f"the step runs at its slowest GPU's pace: tensor throughput x{fraction:.3f} of the mean "
+        f"GPU's (expected slowest of {gpus:,} with a {physics.clock_spread:.1%} spread of "
+        "sustained clocks across GPUs, hwconfigs/kernels clock_spread)"
+    )
 
 
 def _zero3_assumption(plan: ParallelPlan) -> list[str]:

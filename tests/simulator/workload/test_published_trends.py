@@ -42,11 +42,17 @@ def _ratios(slow: str, fast: str) -> tuple[float, float]:
 
 @pytest.mark.parametrize("precision", ["BF16", "FP8"])
 def test_weak_scaling_is_flat_on_the_published_rows(precision: str) -> None:
-    """Nemotron-4 15B, 16 -> 2,048 H100 at 4 sequences per replica: published +4.6 / +4.8 %."""
+    """Nemotron-4 15B, 16 -> 2,048 H100 at 4 sequences per replica: published +4.6 / +4.8 %;
+    GPT-3 175B, 128 -> 2,048: +1.2 / +5.4 %. Not quite flat: the bigger job waits for a slower
+    slowest GPU (simulator/costmodel/stragglers.py)."""
     stem = f"DGXC-Nemotron415B-{precision}"
     published, predicted = _ratios(f"{stem}-2048", f"{stem}-16")
-    assert 1.0 <= predicted < 1.06
-    assert predicted == pytest.approx(published, abs=0.04)
+    assert 1.02 <= predicted < 1.06
+    assert predicted == pytest.approx(published, abs=0.02)
+    stem = f"DGXC-GPT3175B-{precision}"
+    published, predicted = _ratios(f"{stem}-2048", f"{stem}-128")
+    assert 1.003 <= predicted < 1.03
+    assert predicted == pytest.approx(published, abs=0.05)
 
 
 def test_fp8_speed_up_on_the_published_rows() -> None:
