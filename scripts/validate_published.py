@@ -4,8 +4,10 @@ Every row of a published-runs CSV that states a figure we can turn into a step t
 configuration we can express is estimated with `lumos.simulator.workload.estimate` and
 printed next to the published step time, with the error. Two files: the shared rows
 (`../shared/validation/published_training_perf.csv`, the default) and the held-out H100
-rows (`scripts/data/heldout_h100.csv`, `--heldout`) and the held-out mixture-of-experts rows
-(`scripts/data/heldout_moe.csv`, `--moe`); see `scripts/data/README.md`.
+rows (`scripts/data/heldout_h100.csv`, `--heldout`), the held-out mixture-of-experts rows
+(`scripts/data/heldout_moe.csv`, `--moe`) and the second held-out set
+(`scripts/data/heldout2_h100.csv`, `--heldout2`); see `scripts/data/README.md`. A row's
+`hwconfig` column, where it has one, names the shipped system it ran on.
 
 Published step time: `iter_time_s` when given, else derived — from tokens/s/GPU as
 gbs·seq / (tokens/s/GPU · GPUs), or with the source's own FLOP convention: Narayanan 2021
@@ -30,7 +32,7 @@ states (`PIPELINE_SPLITS`); a MoE model with no built-in is refused. A row whose
 column says "no", or whose model lumos refuses, is listed as skipped with the reason.
 Nothing here is fitted.
 
-    python scripts/validate_published.py [--heldout | --moe | --csv PATH] [--only ROW_ID ...]
+    python scripts/validate_published.py [--heldout | --moe | --heldout2 | --csv PATH] [--only ROW_ID ...]
         [--markdown] [--json OUT] [--baseline EARLIER.json]
 """
 
@@ -38,24 +40,21 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import re
-import statistics
 import sys
-import time
-from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from lumos.errors import ConfigError, LumosError
-from lumos.simulator.workload import ParallelPlan, Precision, Recompute, estimate
+from lumos.errors import ConfigError
+from lumos.simulator.workload import ParallelPlan, Precision, Recompute
 from lumos.simulator.workload.pipesplit import parse_layout
 from lumos.simulator.workload.spec import ModelSpec, builtin_models, load_model, model_from_dict
 
 CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / "published_training_perf.csv"
 HELDOUT = Path(__file__).resolve().parent / "data" / "heldout_h100.csv"
 MOE = Path(__file__).resolve().parent / "data" / "heldout_moe.csv"
+HELDOUT2 = Path(__file__).resolve().parent / "data" / "heldout2_h100.csv"
 #: frameworks whose runs predate fused attention and overlapped gradient reduction
 LEGACY = ("Megatron-LM", "DeepSpeed")
 #: TP-comm overlap read from the recipe config a shared row's locator names, where the
@@ -124,7 +123,9 @@ FUSED_GROUPED_GEMM = ("NeMo AutoModel",)
 #:   (src/megatron/bridge/recipes/llama/llama3.py `llama31_405b_pretrain_config`, used by
 #:   scripts/performance/configs/llama/llama3_llm_pretrain.py `llama31_405b_pretrain_config_h100`)
 #:   sets both accountings: 126 layers + 2 = 128 slots, PP 8 x VP 8, 2 a chunk (Megatron's
-#:   even split could not place 126 layers on 8 stages at all).
+#:   even split could not place 126 layers on 8 stages at all);
+#: - Meta's Llama 3 405B (arXiv:2407.21783 3.3.2): one layer fewer on the first and the last
+#:   of its 16 stages (126 = 7 + 14 x 8 + 7).
 #: Keys: (framework, the built-in model of a MoE row or the model column of a dense row).
 PIPELINE_SPLITS: dict[tuple[str, str], dict[str, Any]] = {
     ("Megatron-Bridge", "deepseek-v3"): {"pp_layout": "Et|(tt|)*30mL"},
@@ -134,6 +135,7 @@ PIPELINE_SPLITS: dict[tuple[str, str], dict[str, Any]] = {
         "loss_in_split": True,
     },
     ("Megatron-Bridge", "Llama 3.1 405B"): {"embedding_in_split": True, "loss_in_split": True},
+    ("Llama 3 paper", "Llama 3 405B"): {"first_stage_layers": 7, "last_stage_layers": 7},
 }
 
 
@@ -327,7 +329,7 @@ def parse(r: dict[str, str]) -> Row | str:
         fsdp_unit="tensor" if deepspeed else "layer",
         framework=_framework(r),
     )
-    hw = _hardware(r["gpu_type"])
+    hw = r.get("hwconfig") or _hardware(r["gpu_type"])
     try:
         return Row(r["row_id"], pub[0], pub[1], _model(r), plan, hw)
     except ConfigError as exc:
@@ -368,106 +370,24 @@ def _hardware(gpu_type: str) -> str:
     return "h100" if gpu_type.startswith("H100") else "a100"
 
 
-def _plan_text(p: ParallelPlan) -> str:
-    return (
-        f"TP{p.tp} PP{p.pp}{f'v{p.vp}' if p.vp > 1 else ''} DP{p.dp}"
-        f"{f' CP{p.cp}' if p.cp > 1 else ''}{f' EP{p.ep}' if p.ep > 1 else ''} mbs{p.mbs} {p.precision.value} {p.recompute.value}"
-        f"{f'({p.recompute_modules})' if p.recompute_modules else ''}"
-        f"{' a2a-overlap' if p.a2a_overlap else ''}{' flex' if p.dispatcher == 'flex' else ''}"
-        f"{' z3' if p.zero == 3 else ''}{' tpo' if p.tp_comm_overlap else ''}"
-        f"{' E+L-split' if p.embedding_in_split and p.loss_in_split else ''}"
-        f"{' layout' if p.pp_layout else ''}"
-        f"{'' if p.framework == 'megatron' else ' ' + p.framework}"
-    )
-
-
-def _summary(label: str, errors: list[float]) -> str:
-    a = [abs(e) for e in errors]
-    return (
-        f"{label}: {len(errors)} rows, mean |error| {100 * statistics.mean(a):.1f} %, "
-        f"median {100 * statistics.median(a):.1f} %, max {100 * max(a):.1f} %, "
-        f"mean signed {100 * statistics.mean(errors):+.1f} %"
-    )
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--csv", type=Path, default=None)
     ap.add_argument("--heldout", action="store_true", help=f"use {HELDOUT.name}")
     ap.add_argument("--moe", action="store_true", help=f"use {MOE.name}")
+    ap.add_argument("--heldout2", action="store_true", help=f"use {HELDOUT2.name}")
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     ap.add_argument("--json", type=Path, default=None, help="write per-row results here")
-    ap.add_argument(
-        "--baseline",
-        type=Path,
-        default=None,
-        help="a --json file of an earlier run: adds its error",
-    )
+    ap.add_argument("--baseline", type=Path, default=None, help="an earlier --json: adds its error")
     args = ap.parse_args()
-    before = json.loads(args.baseline.read_text()) if args.baseline else {}
-    path = args.csv or (MOE if args.moe else HELDOUT if args.heldout else CSV)
-    rows = list(csv.DictReader(path.open()))
-    errors: list[float] = []
-    groups: dict[str, list[float]] = defaultdict(list)
-    skipped: list[tuple[str, str]] = []
-    out: dict[str, dict[str, object]] = {}
-    if args.markdown:
-        extra = " before |" if before else ""
-        print(
-            f"| row | model | GPUs | plan | published s | predicted s | error |{extra} "
-            "MFU | mem GB | basis |"
-        )
-        print("|---|---|---|---|---|---|---|---|---|---|" + ("---|" if before else ""))
-    for r in rows:
-        if args.only and r["row_id"] not in args.only:
-            continue
-        row = parse(r)
-        if isinstance(row, str):
-            skipped.append((r["row_id"], row))
-            continue
-        t0 = time.perf_counter()
-        try:
-            est = estimate(row.model, row.plan, row.hw)
-        except LumosError as exc:
-            skipped.append((row.row_id, f"cannot express: {exc}"))
-            continue
-        err = est.iteration_time_s / row.published_s - 1
-        errors.append(err)
-        groups[r.get("group", "")].append(err)
-        plan = _plan_text(row.plan)
-        out[row.row_id] = {
-            "published_s": row.published_s,
-            "predicted_s": est.iteration_time_s,
-            "error": err,
-            "mfu": est.mfu,
-            "memory_gb": est.memory.total_gb,
-            "group": r.get("group", ""),
-            "plan": plan,
-        }
-        if args.markdown:
-            was = before.get(row.row_id)
-            old = (f" {100 * was['error']:+.1f} % |" if was else " — |") if before else ""
-            print(
-                f"| {row.row_id} | {r['model']} | {r['gpus']} | {plan} | {row.published_s:.2f} "
-                f"| {est.iteration_time_s:.2f} | {100 * err:+.1f} % |{old} {100 * est.mfu:.1f} % "
-                f"| {est.memory.total_gb:.0f} | {row.basis} |"
-            )
-        else:
-            print(
-                f"{row.row_id:28s} {plan:40s} published {row.published_s:8.2f} s  "
-                f"predicted {est.iteration_time_s:8.2f} s  {100 * err:+6.1f} %  "
-                f"({time.perf_counter() - t0:.1f} s)",
-                flush=True,
-            )
-    if errors:
-        print("\n" + _summary("all", errors))
-        for g, errs in groups.items():
-            print("  " + _summary(g or "(no group)", errs))
-    for rid, why in skipped:
-        print(f"skipped {rid}: {why}")
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1))
+    path = args.csv or (
+        MOE if args.moe else HELDOUT2 if args.heldout2 else HELDOUT if args.heldout else CSV
+    )
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from published_report import report
+
+    report(list(csv.DictReader(path.open())), parse, args)
     return 0
 
 
