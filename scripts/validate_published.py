@@ -237,8 +237,10 @@ def _moe_model(text: str) -> str | None:
 
 
 def parse_moe(r: dict[str, str]) -> Row | str:
-    """A mixture-of-experts row (`_moe_model`, `MEGATRON_BRIDGE_MOE`), or why not."""
-    name = _moe_model(r["model"])
+    """A mixture-of-experts row (`_moe_model`, or the lumos YAML under scripts/data its
+    `model_spec` names, with the row's layers; `MEGATRON_BRIDGE_MOE`), or why not."""
+    spec = r.get("model_spec")
+    name = str(HELDOUT2.parent / spec) if spec else _moe_model(r["model"])
     pub = _published(r) if r.get("tokens_per_s_per_gpu") or r["iter_time_s"] else None
     if name is None:
         return f"refused by lumos: no built-in shape for MoE model {r['model']!r}"
@@ -269,6 +271,7 @@ def parse_moe(r: dict[str, str]) -> Row | str:
         mb["etp"] = int(etp[1])
     try:
         model = load_model(name)
+        model = replace(model, layers=int(r["layers"])) if spec else model
         if r["framework"].startswith(NO_MTP):
             model = replace(model, mtp_layers=0)
         plan = ParallelPlan.build(
