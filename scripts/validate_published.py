@@ -61,6 +61,11 @@ LEGACY = ("Megatron-LM", "DeepSpeed")
 #: row's framework string is silent: the DGX Cloud Nemotron-4 15B recipe runs with
 #: `ub_tp_comm_overlap: True` (NVIDIA/dgxc-benchmarking nemotron/nemotron4-15b-synth.yaml)
 TP_OVERLAP_BY_LOCATOR = {"nemotron/README_15b.md": True}
+#: the userbuffers config a recipe states itself (plan `ub_config`, `userbuffers.RECIPES`),
+#: by the row's locator: the DGX Cloud GPT-3 175B recipe's `ub_tp_comm_overlap_cfg`
+#: (NVIDIA/dgxc-benchmarking nemo_megatron/gpt3_175b_hydra.yaml); other rows take the
+#: config NeMo ships for their (hidden, TP)
+UB_CONFIG_BY_LOCATOR = {"nemo_megatron/README_175b.md": "dgxc-gpt3-175b"}
 #: the built-in model of a mixture-of-experts row's model name, where normalising the names
 #: (`_moe_model`: lower case, no spaces, dashes or dots) does not find it
 MOE_MODELS = {
@@ -326,6 +331,9 @@ def parse(r: dict[str, str]) -> Row | str:
         zero=zero,
         recompute=_recompute(r["recompute"]),
         tp_comm_overlap=_tp_overlap(r),
+        ub_config=next(
+            (n for p, n in UB_CONFIG_BY_LOCATOR.items() if r["locator"].startswith(p)), ""
+        ),
         overlap_grad_reduce=not legacy or (zero == 3 and not deepspeed),
         overlap_param_gather=not legacy or zero == 3,
         flash_attention=not legacy,

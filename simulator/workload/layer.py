@@ -20,6 +20,7 @@ from lumos.simulator.workload import elementwise as ew
 from lumos.simulator.workload.attention import attention_bwd, attention_fwd
 from lumos.simulator.workload.block import TP, TP_STREAM, Block
 from lumos.simulator.workload.dims import BF16, Ctx
+from lumos.simulator.workload.userbuffers import LLAMA3_70B, UbConfig, gemm_key, ub_config
 
 
 def _chunks(ctx: Ctx, backward: bool = False) -> int:
@@ -32,6 +33,11 @@ def _chunks(ctx: Ctx, backward: bool = False) -> int:
 def _userbuffers(ctx: Ctx) -> bool:
     """TE userbuffers hold SMs for their communication kernels; async TP's copy engines do not."""
     return _chunks(ctx) > 1 and not ctx.fw.async_tp
+
+
+def _ub(ctx: Ctx) -> UbConfig:
+    """The plan's userbuffers config: the one it names, else NeMo's for its (hidden, TP)."""
+    return ub_config(ctx.h, ctx.plan.tp, ctx.linear_dtype == "fp8", ctx.plan.ub_config)
 
 
 def gathered_gemm(
@@ -50,6 +56,8 @@ def gathered_gemm(
     if not ctx.sp:
         return blk.compute(name, *ctx.gemm(m, n, k, dtype))
     c = _chunks(ctx, backward)
+    if c >= 4 and _userbuffers(ctx) and gemm_key(name) in _ub(ctx).aggregate:
+        c //= 2  # `aggregate`: each ring step brings two shards, the GEMM runs on both
     shard = gather or ctx.act_bytes
     if c == 1:
         ag = blk.coll(f"{name}.all_gather", TP_STREAM, ALL_GATHER, shard, TP, src)
@@ -66,15 +74,13 @@ def gathered_gemm(
 #: Transformer Engine userbuffers "pipeline" overlap of the row-parallel forward GEMMs with
 #: their reduce-scatter: (SMs the communication kernel holds, GEMM splits). The GEMM runs
 #: on the other SMs (`set_sm_margin: 1`) in `num_splits` chunks, each chunk's partial sums
-#: reduce-scattered while the next computes. Values of every NeMo H100 recipe config
-#: (NeMo-Framework-Launcher conf/training/tp_overlap/ub_cfg_h100_*.yaml: proj_fprop
-#: num_sm 24, fc2_fprop num_sm 16, num_splits 4).
-UB_PIPELINE = {"proj": (24, 4), "fc2": (16, 4)}
+#: reduce-scattered while the next computes. The default (Llama 3 70B) config's values;
+#: other GEMM shapes take theirs from `userbuffers.NEMO_H100`.
+UB_PIPELINE = LLAMA3_70B.reduce
 #: userbuffers "bulk" overlaps in the backward of the column-parallel layers: (SMs the
 #: input all-gather holds while dgrad runs, SMs the dgrad reduce-scatter holds while wgrad
-#: runs) — qkv_dgrad / qkv_wgrad and fc1_dgrad / fc1_wgrad `num_sm` of NeMo's
-#: ub_cfg_h100_h8192_tp4_mbs1_seqlen8192.yaml (the Llama 70B recipe).
-UB_BULK = {"qkv": (4, 24), "fc1": (2, 4)}
+#: runs), the default config's (`userbuffers`).
+UB_BULK = LLAMA3_70B.bulk
 
 
 def _reduced_gemm(
@@ -92,8 +98,12 @@ def _reduced_gemm(
         return (blk.coll(f"{name}.all_reduce", TP_STREAM, ALL_REDUCE, full, TP, g),)
     c, sms = _chunks(ctx), None
     if _userbuffers(ctx):
-        held, c = UB_PIPELINE[name.rsplit(".", 1)[-1]]
+        ub, kind = _ub(ctx), name.rsplit(".", 1)[-1]
+        held, c = ub.reduce[kind]
+        c = c or ctx.plan.tp  # a ring-exchange reduce-scatter: one chunk per TP rank
         sms = ctx.km.physics.sm_count - held
+        if kind in ub.fp8_buf and (dtype or ctx.linear_dtype) == "fp8":
+            full //= 2  # `fp8_buf`: the GEMM writes FP8 into the buffer it reduce-scatters
     out = []
     for _ in range(c):
         g = blk.compute(name, *ctx.gemm(m // c, n, k, dtype, sms=sms))
@@ -227,7 +237,7 @@ def col_backward(
         size = gather or ctx.act_bytes
         ag = blk.coll(f"{name}.input_all_gather", TP_STREAM, ALL_GATHER, size, TP, start)
     sms: tuple[int | None, int | None] = (None, None)
-    held = UB_BULK.get(name.rsplit(".", 1)[-1]) if _userbuffers(ctx) else None
+    held = _ub(ctx).bulk.get(name.rsplit(".", 1)[-1]) if _userbuffers(ctx) else None
     if held:  # the bulk communication kernels share the SMs with the GEMM they overlap
         sms = (ctx.km.physics.sm_count - held[0], ctx.km.physics.sm_count - held[1])
     dgrad = blk.compute(f"{name}.dgrad", *ctx.gemm(T, k, n, dtype, sms=sms[0]), waits=waits)

@@ -34,6 +34,8 @@ Megatron-Core's legacy `GroupedMLP` run them; `moe.grouped_gemm`).
 `pp_layout` place decoder layers unevenly over the pipeline, as Megatron-Core's
 `--decoder-first/last-pipeline-num-layers`, `--account-for-embedding/loss-in-pipeline-split`
 and `--pipeline-model-parallel-layout` do (`pipesplit`).
+`ub_config` names the Transformer Engine userbuffers config a recipe states for its TP-comm
+overlap (`userbuffers.RECIPES`); empty: the one NeMo ships for the model's hidden size and TP.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from lumos.simulator.workload import pipesplit
 from lumos.simulator.workload.fieldtypes import check_types, whole
 from lumos.simulator.workload.framework import profile
 from lumos.simulator.workload.spec import ModelSpec
+from lumos.simulator.workload.userbuffers import RECIPES
 
 
 class Recompute(str, Enum):
@@ -103,6 +106,7 @@ class ParallelPlan:
     embedding_in_split: bool = False
     loss_in_split: bool = False
     pp_layout: str = ""
+    ub_config: str = ""
 
     @property
     def selective_modules(self) -> frozenset[str]:
@@ -207,6 +211,11 @@ class ParallelPlan:
                 f"plan: fsdp_unit must be 'layer' or 'tensor', got {self.fsdp_unit!r}"
             )
         profile(self.framework)
+        if self.ub_config and self.ub_config not in RECIPES:
+            raise ConfigError(
+                f"plan: ub_config must be '' (by GEMM shape) or one of {sorted(RECIPES)}, "
+                f"got {self.ub_config!r}"
+            )
         self._check_modules()
         if self.zero == 3 and self.pp > 1:
             raise ConfigError("plan: zero 3 (FSDP) with pipeline parallelism is not modelled")

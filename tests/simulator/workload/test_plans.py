@@ -22,10 +22,18 @@ BASE = ParallelPlan(tp=4, dp=2, mbs=1, gbs=4, seq=4096)
 
 
 def test_tp_overlap_hides_tensor_parallel_communication() -> None:
+    """The overlap hides TP communication. NeMo ships no userbuffers config for Llama 3 8B
+    at TP 4: Transformer Engine's defaults hold 16 SMs per overlapped GEMM, which costs
+    about what hiding the NVLink traffic saves (`userbuffers.TE_DEFAULT`); Llama 3 70B's
+    tuned config (its recipe's) makes the step faster."""
     plain = estimate("llama3-8b", BASE)
     overlap = estimate("llama3-8b", dataclasses.replace(BASE, tp_comm_overlap=True))
     assert overlap.breakdown.exposed_tp_s < 0.5 * plain.breakdown.exposed_tp_s
-    assert overlap.iteration_time_s < plain.iteration_time_s
+    assert overlap.iteration_time_s == pytest.approx(plain.iteration_time_s, rel=0.02)
+    big = ParallelPlan(tp=4, mbs=1, gbs=1, seq=8192)
+    plain70 = estimate("llama3-70b", big)
+    overlap70 = estimate("llama3-70b", dataclasses.replace(big, tp_comm_overlap=True))
+    assert overlap70.iteration_time_s < plain70.iteration_time_s
 
 
 def test_context_parallel_ring_attention() -> None:
