@@ -67,6 +67,12 @@ MAX_MICROBATCHES = Limit("LUMOS_MAX_MICROBATCHES", 1 << 20, "micro-batches per s
 #: layers of a generated model (decoder + multi-token prediction), and the slots a pipeline
 #: layout string expands to; published models have < 200.
 MAX_LAYERS = Limit("LUMOS_MAX_LAYERS", 1 << 14, "layers of a model")
+#: nodes of a step generated whole (`estimate --exact` or `-o`: every micro-batch of every
+#: distinct rank), counted from one block per chunk before any rank is built; ~290 bytes
+#: a node at peak (8.3 million: 2.4 GB; 18.7 million, GPT-3 125M with 65,536
+#: micro-batches: MemoryError at 3.5 GB). Published plans need < 1 million (DeepSeek-V3 on
+#: 1,024 GPUs 646,016; GPT-3 175B on 1,024 GPUs 611,712).
+MAX_NODES = Limit("LUMOS_MAX_NODES", 1 << 22, "nodes of a step generated whole")
 #: bytes of one YAML config (model spec, hardware, kernel physics) read whole before it is
 #: parsed: PyYAML builds ~100 bytes of objects per byte (a 34 MB file of keys took 84 CPU s
 #: and 3.2 GB); the shipped ones are < 20 KB.
@@ -94,6 +100,7 @@ def all_limits() -> tuple[Limit, ...]:
         MAX_CHUNKS,
         MAX_MICROBATCHES,
         MAX_LAYERS,
+        MAX_NODES,
         MAX_CONFIG_BYTES,
         MAX_SWEEP_POINTS,
         MAX_WORKERS,

@@ -19,6 +19,7 @@ from lumos.errors import ConfigError, OutputError, SimulationError
 from lumos.hwconfigs.kernel_tables import KernelPhysics
 from lumos.hwconfigs.load import load_system
 from lumos.hwconfigs.schema import SystemSpec
+from lumos.limits import MAX_NODES
 from lumos.simulator.costmodel.kernels import KernelModel
 from lumos.simulator.costmodel.stragglers import slowest_gpu, slowest_gpu_fraction
 from lumos.simulator.workload.breakdown import Breakdown
@@ -174,6 +175,7 @@ def estimate(
     gen = Generator(spec, plan, km)
     try:
         if exact or et_dir is not None or sample_counts(plan) is None:
+            MAX_NODES.check(whole_step_nodes(gen), "plan: nodes of the step simulated whole")
             timing, step = simulate_step(gen, system)
             if et_dir is not None:
                 from lumos.simulator.workload.etwrite import write_ets
@@ -252,6 +254,20 @@ def _zero3_assumption(plan: ParallelPlan) -> list[str]:
             "re-fetched for the backward past 1e9 elements of reuse distance"
         ]
     return ["ZeRO-3 as FSDP: one flat all-gather per layer, prefetched one layer ahead"]
+
+
+def whole_step_nodes(gen: Generator) -> int:
+    """Nodes of the distinct ranks' graphs of `gen`'s whole step, from one block per chunk
+    and direction (cached for the generation itself): micro-batches x blocks, before any
+    rank graph is built. Collectives and transfers between blocks are left out."""
+    plan = gen.plan
+    per_microbatch = sum(
+        len(gen.block(stage, chunk, forward))
+        for stage in range(plan.pp)
+        for chunk in range(plan.vp)
+        for forward in (True, False)
+    )
+    return plan.microbatches * plan.cp * per_microbatch
 
 
 def plan_memory(gen: Generator) -> MemoryEstimate:

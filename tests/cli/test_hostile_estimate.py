@@ -246,3 +246,20 @@ def test_empty_output_path_writes_nothing(tmp_path: Path, monkeypatch: Any) -> N
     with pytest.raises(OutputError, match="empty path"):
         lumos.estimate(MODEL, output="")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("how", [["--exact"], ["-o", "ets"]], ids=["exact", "output"])
+def test_a_step_too_big_to_simulate_whole_is_a_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: list[str]
+) -> None:
+    """Was: 65,536 micro-batches simulated whole (`--exact`, or `-o` which writes them):
+    18.7 million nodes, `internal error: MemoryError` at 3.5 GB (uncapped: more). The
+    nodes are counted from one block per chunk before any rank is built."""
+    monkeypatch.chdir(tmp_path)
+    began = time.process_time()
+    code, out = run("estimate", "--model", "gpt3-125m", "--gbs", "65536", *how)
+    assert code == 7 and "nodes of the step simulated whole is 18,743,296" in out, out
+    assert "LUMOS_MAX_NODES" in out and time.process_time() - began < 2
+    assert list(tmp_path.iterdir()) == []
+    code, out = run("estimate", "--model", "gpt3-125m", "--gbs", "65536")  # sampled: fine
+    assert code == 0
