@@ -3,7 +3,8 @@
     python scripts/fuzz_harness.py [--scale 1.0] [--seed 0] [--timeout 20]
 
 Classes (and those of `fuzz_hostile.py`: hostile tars, configs, metadata, Kineto and
-host-ET fields, names through every output, and resource bombs in a capped child):
+host-ET fields, names through every output, and resource bombs in a capped child; and of
+`fuzz_estimate.py`: plans, model and hardware YAML, the API, `-o`, sweeps, and their bombs):
 mutated `.et` files (byte flips, inserts, deletes, cuts), every frame boundary
 of every rank file cut, rank-set damage (deleted, stale, mislabelled, mixed ranks),
 export bundles damaged after the fact (rank file deleted, added, cut), a killed run's
@@ -54,6 +55,7 @@ from lumos.converters.chakra.stream import iter_frames, with_node_count, write_e
 from lumos.proto import pb  # noqa: E402
 
 sys.path.insert(0, str(REPO / "scripts"))
+import fuzz_estimate  # noqa: E402
 import fuzz_hostile  # noqa: E402
 
 DOCUMENTED = {code for code, _ in EXIT_CODES} - {0, EXIT_INTERNAL}
@@ -842,6 +844,7 @@ def main() -> None:
             disk_cases(work, args.timeout),
             kill_cases(work, rng, n(30)),
             *fuzz_hostile.families(sys.modules[__name__], work, rng, n, args.timeout, args.only),
+            *fuzz_estimate.families(sys.modules[__name__], work, rng, n, args.timeout, args.only),
         ]
         for family in families:
             for label, case in family:

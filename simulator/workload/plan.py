@@ -47,7 +47,7 @@ from typing import Any
 from lumos.errors import ConfigError
 from lumos.limits import MAX_MICROBATCHES, MAX_RANKS
 from lumos.simulator.workload import pipesplit
-from lumos.simulator.workload.fieldtypes import check_types, whole
+from lumos.simulator.workload.fieldtypes import check_types, is_int, whole
 from lumos.simulator.workload.framework import profile
 from lumos.simulator.workload.spec import ModelSpec
 from lumos.simulator.workload.userbuffers import RECIPES
@@ -158,8 +158,9 @@ class ParallelPlan:
             raise ConfigError(f"plan: {exc}") from None
         options = {k: whole(v) for k, v in options.items()}
         mbs, dp = options.get("mbs", 1), options.get("dp", 1)
+        per_step = mbs * dp if is_int(mbs) and is_int(dp) else 1  # else refused by `check`
         plan = cls(
-            gbs=mbs * dp if gbs is None else whole(gbs),
+            gbs=per_step if gbs is None else whole(gbs),
             seq=model.seq if seq is None else whole(seq),
             precision=prec,
             recompute=rec,

@@ -97,6 +97,8 @@ def test_layers_that_do_not_divide_over_pp_are_stated_with_the_split_used() -> N
         ({"ep": 0}, "ep must be >= 1"),
         ({"etp": -1}, "etp must be >= 0"),
         ({"gpus": True}, "--gpus must be an integer"),
+        ({"dp": None}, "dp must be an integer, got None"),
+        ({"mbs": "2"}, "mbs must be an integer"),
     ],
     ids=lambda v: str(v)[:30],
 )
