@@ -322,9 +322,10 @@ def _plots(rows: list[dict[str, Any]], prefix: Path, space: SweepSpace) -> list[
 
     title = f"{space.model} on {space.gpus} x {space.hw}"
     cap = load_system(space.hw).gpu.hbm_capacity_gb
-    out = [pareto_html(rows, prefix.with_suffix(".html"), title, cap)]
+    # PREFIX.html, not with_suffix: `--plot run.v2` must not become run.html
+    out = [pareto_html(rows, prefix.with_name(prefix.name + ".html"), title, cap)]
     try:
-        out.append(pareto_png(rows, prefix.with_suffix(".png"), title, cap))
+        out.append(pareto_png(rows, prefix.with_name(prefix.name + ".png"), title, cap))
     except MissingExtraError as exc:
         click.echo(f"note: no PNG ({exc})", err=True)
     return out

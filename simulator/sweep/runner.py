@@ -147,6 +147,10 @@ def sweep(
     output = Path(output)
     model = load_model(space.model)
     system = load_system(space.hw)
+    if "fp8" in [p.lower() for p in space.precision] and not system.gpu.peak_fp8_tflops:
+        raise ConfigError(
+            f"sweep: --precision fp8 on {system.gpu.name}, which has no FP8 tensor cores"
+        )
     found = enumerate_plans(space, model, system.gpus_per_node)
     if not found.plans:
         reasons = "; ".join(f"{k}: {v}" for k, v in sorted(found.rejected.items()))

@@ -19,6 +19,7 @@ from typing import Any
 
 from lumos.errors import ConfigError, ResourceLimitError
 from lumos.limits import MAX_RANKS, MAX_SWEEP_POINTS
+from lumos.simulator.workload.fieldtypes import is_int
 from lumos.simulator.workload.plan import ParallelPlan, Precision, Recompute
 from lumos.simulator.workload.spec import ModelSpec
 
@@ -98,6 +99,14 @@ def enumerate_plans(space: SweepSpace, model: ModelSpec, gpus_per_node: int) -> 
     past `LUMOS_MAX_SWEEP_POINTS` grid points or `LUMOS_MAX_RANKS` GPUs. Repeated values
     count once.
     """
+    for name in ("gpus", "gbs", "seq"):
+        if not is_int(getattr(space, name)) or getattr(space, name) < 1:
+            raise ConfigError(
+                f"sweep: --{name} must be an integer >= 1, got {getattr(space, name)!r}"
+            )
+    for name in ("tp", "pp", "cp", "vp", "mbs", "ep", "zero"):
+        if not all(is_int(v) for v in getattr(space, name)):
+            raise ConfigError(f"sweep: --{name} needs integers, got {getattr(space, name)!r}")
     for name in ("tp", "pp", "cp", "vp", "mbs", "ep"):
         if not getattr(space, name) or min(getattr(space, name)) < 1:
             raise ConfigError(

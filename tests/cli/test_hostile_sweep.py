@@ -147,3 +147,34 @@ def test_hostile_journal_lines_are_config_errors(
         (tmp_path / "t.csv.journal.jsonl").write_text(journal)
     code, out = run(*ONE, "-o", str(table))
     assert code == 4 and message in out, out
+
+
+def test_fp8_on_a_gpu_without_fp8_is_refused_before_any_plan_runs(tmp_path: Path) -> None:
+    """Was: every plan an error row ("a100_sxm_80gb has no FP8 tensor cores"), exit 0."""
+    code, out = run(*ONE, "--precision", "bf16,fp8", "--hw", "a100", "-o", str(tmp_path / "t"))
+    assert code == 4 and "--precision fp8 on a100_sxm_80gb" in out, out
+
+
+def test_plot_prefix_keeps_its_dots(tmp_path: Path) -> None:
+    """Was: `--plot run.v2` wrote run.html (Path.with_suffix replaced ".v2")."""
+    code, out = run(*ONE, "-o", str(tmp_path / "t.csv"), "--plot", str(tmp_path / "run.v2"))
+    assert code == 0 and (tmp_path / "run.v2.html").exists(), out
+    assert not (tmp_path / "run.html").exists()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"gpus": "8"}, {"gbs": 8.0}, {"seq": True}, {"tp": (1.5,)}, {"zero": ("1",)}],
+    ids=lambda c: next(iter(c)),
+)
+def test_sweep_space_fields_of_the_wrong_type_are_config_errors(
+    tmp_path: Path, change: dict[str, object]
+) -> None:
+    """Were: TypeError tracebacks through the Python API (`gpus="8"` compared with an int)."""
+    from lumos.errors import ConfigError
+    from lumos.simulator.sweep.runner import sweep
+    from lumos.simulator.sweep.space import SweepSpace
+
+    fields: dict[str, object] = {"model": MODEL, "gpus": 8, "gbs": 8, "seq": 8192} | change
+    with pytest.raises(ConfigError, match=f"--{next(iter(change))}"):
+        sweep(SweepSpace(**fields), tmp_path / "t.csv")  # type: ignore[arg-type]
