@@ -66,6 +66,18 @@ TP_OVERLAP_BY_LOCATOR = {"nemotron/README_15b.md": True}
 #: (NVIDIA/dgxc-benchmarking nemo_megatron/gpt3_175b_hydra.yaml); other rows take the
 #: config NeMo ships for their (hidden, TP)
 UB_CONFIG_BY_LOCATOR = {"nemo_megatron/README_175b.md": "dgxc-gpt3-175b"}
+#: rows whose recipe leaves Megatron-Core's `cross_entropy_loss_fusion` at its default, off
+#: (`model_parallel_config.py`; plan `loss_fusion=False`), by locator: the DGX Cloud GPT-3 175B recipe
+#: (dgxc-benchmarking nemo_megatron/gpt3_175b_hydra.yaml, no such key; its Nemotron-4
+#: recipes set it true) and the NeMo 24.07 table rows whose NeMo-Framework-Launcher recipe
+#: has no such key (conf/training/gpt3/5b_fp8_performance.yaml, 20b_fp8_performance.yaml,
+#: 175b_fp8_performance.yaml, nemotron/nemotron_8b.yaml, nemotron_22b.yaml,
+#: llama/llama3_8b.yaml; llama2_7b, llama3_70b, llama3_1_* and nemotron_340b set it true;
+#: llama2_13b / 70b were not checked and keep the fused default)
+UNFUSED_LOSS = re.compile(
+    r"^nemo_megatron/README_175b\.md|performance_summary\.md.*row "
+    r"'(GPT3-5B|GPT3-20B|GPT3-175B|Nemotron-8B|Nemotron-22B|LLAMA3-8B)'"
+)
 #: the built-in model of a mixture-of-experts row's model name, where normalising the names
 #: (`_moe_model`: lower case, no spaces, dashes or dots) does not find it
 MOE_MODELS = {
@@ -334,6 +346,7 @@ def parse(r: dict[str, str]) -> Row | str:
         ub_config=next(
             (n for p, n in UB_CONFIG_BY_LOCATOR.items() if r["locator"].startswith(p)), ""
         ),
+        loss_fusion=UNFUSED_LOSS.search(r["locator"]) is None,
         overlap_grad_reduce=not legacy or (zero == 3 and not deepspeed),
         overlap_param_gather=not legacy or zero == 3,
         flash_attention=not legacy,

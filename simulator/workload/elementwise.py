@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from lumos.simulator.workload.block import Block
 from lumos.simulator.workload.dims import BF16, Ctx
-from lumos.simulator.workload.framework import CAST_BYTES, EAGER, TRANSPOSE_BYTES, Eager
+from lumos.simulator.workload.framework import (
+    CAST_BYTES,
+    EAGER,
+    TRANSPOSE_BYTES,
+    UNFUSED_CROSS_ENTROPY,
+    Eager,
+)
 from lumos.simulator.workload.spec import Mlp, Norm
 
 
@@ -85,11 +91,14 @@ def cross_entropy(
     blk: Block, ctx: Ctx, backward: bool, waits: tuple[int, ...] = (), prefix: str = ""
 ) -> int:
     """The loss over the local vocabulary shard (FP32 softmax); torchtitan runs PyTorch's
-    unfused cross-entropy on FP32-cast logits, whose backward moves more. `prefix`: of the
+    unfused cross-entropy on FP32-cast logits, whose backward moves more; a plan without
+    `loss_fusion` runs Megatron-Core's unfused vocab-parallel one (`UNFUSED_CROSS_ENTROPY`). `prefix`: of the
     node's name (a multi-token-prediction loss)."""
     elements = ctx.T * ctx.vocab
     name = f"{prefix}cross_entropy{'_bwd' if backward else ''}"
     if ctx.fw.eager_loss:
         op = EAGER["cross_entropy"][backward]
         return chain(blk, ctx, name, op, elements, waits)
+    if not ctx.plan.loss_fusion:  # Megatron-Core's unfused path (its default)
+        return chain(blk, ctx, name, UNFUSED_CROSS_ENTROPY[backward], elements, waits)
     return blk.compute(name, *ctx.mem(elements * (6 if backward else 14)), waits=waits)

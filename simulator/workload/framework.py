@@ -64,6 +64,11 @@ EAGER = {
     "swiglu": (Eager(10, 2), Eager(18, 3)),
     "cross_entropy": (Eager(14, 2), Eager(22, 3)),
 }
+#: Megatron-Core's unfused vocab-parallel cross-entropy (`cross_entropy_loss_fusion` off,
+#: its default; megatron/core/tensor_parallel/cross_entropy.py) per logit: forward
+#: `.float()` 6, max 4, in-place subtract of the max 8, exp 8, sum 4, divide 8; backward
+#: the in-place multiply by the loss gradient 8 and the cast back to BF16 6
+UNFUSED_CROSS_ENTROPY = (Eager(38, 6), Eager(14, 2))
 #: SDPA's FlashAttention-2 over the hardware file's fused-attention (cuDNN / FA3-class)
 #: efficiencies, forward and backward (sources in the module doc)
 ATTENTION = {"cudnn": (1.0, 1.0), "fa2": (329.5 / 631.3, 318 / 518)}

@@ -36,6 +36,8 @@ Megatron-Core's legacy `GroupedMLP` run them; `moe.grouped_gemm`).
 and `--pipeline-model-parallel-layout` do (`pipesplit`).
 `ub_config` names the Transformer Engine userbuffers config a recipe states for its TP-comm
 overlap (`userbuffers.RECIPES`); empty: the one NeMo ships for the model's hidden size and TP.
+`loss_fusion` is Megatron-Core's `cross_entropy_loss_fusion`; False runs its unfused
+vocab-parallel cross-entropy (FP32 logits, six passes forward, two backward; `elementwise`).
 """
 
 from __future__ import annotations
@@ -107,6 +109,7 @@ class ParallelPlan:
     loss_in_split: bool = False
     pp_layout: str = ""
     ub_config: str = ""
+    loss_fusion: bool = True
 
     @property
     def selective_modules(self) -> frozenset[str]:
