@@ -73,6 +73,10 @@ MAX_LAYERS = Limit("LUMOS_MAX_LAYERS", 1 << 14, "layers of a model")
 #: micro-batches: MemoryError at 3.5 GB). Published plans need < 1 million (DeepSeek-V3 on
 #: 1,024 GPUs 646,016; GPT-3 175B on 1,024 GPUs 611,712).
 MAX_NODES = Limit("LUMOS_MAX_NODES", 1 << 22, "nodes of a step generated whole")
+#: nodes of the ETs `estimate -o --all-ranks` writes (every rank a relabelled copy): ~120
+#: bytes a node on disk and ~6.5 us to write (256 ranks of Llama 3.1 8B, 2.3 million
+#: nodes: 278 MB, 15 s); the default is ~4 GB and ~4 minutes.
+MAX_ET_NODES = Limit("LUMOS_MAX_ET_NODES", 1 << 25, "nodes of the ETs one estimate writes")
 #: bytes of one YAML config (model spec, hardware, kernel physics) read whole before it is
 #: parsed: PyYAML builds ~100 bytes of objects per byte (a 34 MB file of keys took 84 CPU s
 #: and 3.2 GB); the shipped ones are < 20 KB.
@@ -101,6 +105,7 @@ def all_limits() -> tuple[Limit, ...]:
         MAX_MICROBATCHES,
         MAX_LAYERS,
         MAX_NODES,
+        MAX_ET_NODES,
         MAX_CONFIG_BYTES,
         MAX_SWEEP_POINTS,
         MAX_WORKERS,

@@ -19,7 +19,7 @@ from lumos.errors import ConfigError, OutputError, SimulationError
 from lumos.hwconfigs.kernel_tables import KernelPhysics
 from lumos.hwconfigs.load import load_system
 from lumos.hwconfigs.schema import SystemSpec
-from lumos.limits import MAX_NODES
+from lumos.limits import MAX_ET_NODES, MAX_NODES
 from lumos.simulator.costmodel.kernels import KernelModel
 from lumos.simulator.costmodel.stragglers import slowest_gpu, slowest_gpu_fraction
 from lumos.simulator.workload.breakdown import Breakdown
@@ -175,7 +175,12 @@ def estimate(
     gen = Generator(spec, plan, km)
     try:
         if exact or et_dir is not None or sample_counts(plan) is None:
-            MAX_NODES.check(whole_step_nodes(gen), "plan: nodes of the step simulated whole")
+            nodes = MAX_NODES.check(
+                whole_step_nodes(gen), "plan: nodes of the step simulated whole"
+            )
+            if et_dir is not None and all_ranks:  # every rank a copy of its distinct one
+                copies = plan.world // (plan.pp * plan.cp)
+                MAX_ET_NODES.check(nodes * copies, f"plan: nodes of all {plan.world} ranks' ETs")
             timing, step = simulate_step(gen, system)
             if et_dir is not None:
                 from lumos.simulator.workload.etwrite import write_ets

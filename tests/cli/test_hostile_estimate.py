@@ -265,3 +265,18 @@ def test_a_step_too_big_to_simulate_whole_is_a_limit(
     assert list(tmp_path.iterdir()) == []
     code, out = run("estimate", "--model", "gpt3-125m", "--gbs", "65536")  # sampled: fine
     assert code == 0
+
+
+def test_all_ranks_past_the_written_nodes_limit_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: `-o --all-ranks` of 131,072 ranks (149 million nodes, ~18 GB on disk): exit 70,
+    MemoryError at 3.8 GB after 22 CPU s. Checked from the distinct ranks before any is
+    built."""
+    monkeypatch.chdir(tmp_path)
+    args = ["--tp", "8", "--dp", "16384", "--gbs", "16384", "-o", "ets", "--all-ranks"]
+    began = time.process_time()
+    code, out = run("estimate", "--model", MODEL, *args)
+    assert code == 7 and "nodes of all 131072 ranks' ETs is 149,159,936" in out, out
+    assert "LUMOS_MAX_ET_NODES" in out and time.process_time() - began < 2
+    assert list(tmp_path.iterdir()) == []
