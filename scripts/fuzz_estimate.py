@@ -19,7 +19,8 @@ Used by `scripts/fuzz_harness.py` like `fuzz_hostile.py`:
 - sweeps: grids of hostile axis values (0, -1, 1.5, words, repeats, hundreds of values),
   bad `-o`, `--top`, `--workers`, and journals with flipped bytes;
 - bombs (in `fuzz_hostile`'s capped child): a 34 MB model file, 200^3 and 2000^3 grids,
-  65,536 micro-batches simulated whole, rates of 1e-300, `--workers 100000`.
+  65,536 micro-batches simulated whole, rates of 1e-300, `--workers 100000`, 131,072
+  ranks written with `--all-ranks`.
 """
 
 from __future__ import annotations
@@ -367,6 +368,8 @@ def bomb_cases(h: ModuleType, work: Path, timeout: float) -> Iterator[Case]:
         "sweep: --workers 100000": f"{sweep} --tp 8 --workers 100000 -o {root}/g3.csv",
         "estimate --exact: 65,536 micro-batches": "estimate --model gpt3-125m --gbs 65536 --exact",
         "estimate: NVLink at 1e-300 GB/s": f"estimate --model llama3.1-8b --tp 8 --dp 2 --hw {hw}",
+        "estimate -o --all-ranks: 131,072 ranks": "estimate --model llama3.1-8b --tp 8 --dp 16384 "
+        f"--gbs 16384 --all-ranks -o {root}/all",
     }
     for label, args in made.items():
         yield (
