@@ -202,7 +202,7 @@ def _model(r: dict[str, str]) -> ModelSpec:
         "norm": r.get("norm") or "layernorm",
         "tied_embeddings": (r.get("tied_embeddings") or ("yes" if gpt else "no")) == "yes",
         "position": r.get("position") or ("learned" if gpt else "rope"),
-        "bias": gpt,
+        "bias": gpt or r["model"].startswith("MPT"),
         "seq": int(r["seq_len"]),
     }
     return model_from_dict(data, f"row {r['row_id']}", r["model"])
@@ -378,8 +378,10 @@ def _layout(r: dict[str, str]) -> dict[str, Any]:
 
 
 def _framework(r: dict[str, str]) -> str:
-    """The kernel profile of the row's software: torchtitan eager or with torch.compile
-    (its precision or notes column says so), else the Megatron / NeMo / TE kernels."""
+    """The kernel profile of the row's software: llm-foundry, torchtitan eager or with
+    torch.compile (its precision or notes say so), else the Megatron / NeMo / TE kernels."""
+    if r["framework"].startswith("llm-foundry"):
+        return "llm-foundry"
     if not r["framework"].startswith("torchtitan"):
         return "megatron"
     text = f"{r['precision']} {r.get('notes', '')}".replace("no torch.compile", "")

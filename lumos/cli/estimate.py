@@ -130,11 +130,12 @@ COUNT = click.IntRange(min=1)
 )
 @click.option(
     "--framework",
-    type=click.Choice(["megatron", "torchtitan", "torchtitan-compile"]),
+    type=click.Choice(["megatron", "torchtitan", "torchtitan-compile", "llm-foundry"]),
     default="megatron",
     show_default=True,
     help="Whose kernels run the layer: Megatron/NeMo with Transformer Engine, torchtitan "
-    "in eager PyTorch, or torchtitan under torch.compile (docs/estimate.md).",
+    "in eager PyTorch, torchtitan under torch.compile, or llm-foundry (Composer + PyTorch "
+    "FSDP1) (docs/estimate.md).",
 )
 @hw_option("System to estimate on.", default="h100")
 @click.option(

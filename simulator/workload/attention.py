@@ -1,7 +1,9 @@
 """Core attention of one layer: flash (fused) or unfused, with ring context parallelism.
 
 Flash attention is one kernel forward and one backward (which recomputes the scores
-itself), at the framework's attention kernel efficiency (`framework.ATTENTION`). Unfused attention (Megatron before flash attention) is a batched QKᵀ GEMM, a
+itself), at the framework's attention kernel efficiency (`framework.ATTENTION`), between
+the framework's unpad / pad copies where it runs the varlen kernel (`framework.UNPAD`).
+Unfused attention (Megatron before flash attention) is a batched QKᵀ GEMM, a
 fused scale-mask-softmax(-dropout) over the [s, s] scores, and a batched score·V GEMM.
 Selective recomputation checkpoints the core attention (Megatron-core's default
 `recompute_modules: [core_attn]`): its forward runs again before its backward — the
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from lumos.simulator.workload.block import CP_RECV, CP_SEND, Block
 from lumos.simulator.workload.dims import BF16, Ctx
+from lumos.simulator.workload.elementwise import flash_padding
 
 RING_TAG = 100
 #: peer placeholders resolved per rank by the generator (templates are shared by ranks)
@@ -93,7 +96,9 @@ def attention_fwd(blk: Block, ctx: Ctx, tag: str, window: int = 0) -> None:
     if not ctx.plan.flash_attention:
         _unfused(blk, ctx, f"{tag}.attention", False)
     else:
+        flash_padding(blk, ctx, f"{tag}.attention", False, before=True)
         _ring_steps(blk, ctx, f"{tag}.attention", False, window)
+        flash_padding(blk, ctx, f"{tag}.attention", False, before=False)
 
 
 def attention_bwd(blk: Block, ctx: Ctx, tag: str, window: int = 0) -> None:
@@ -102,4 +107,6 @@ def attention_bwd(blk: Block, ctx: Ctx, tag: str, window: int = 0) -> None:
     else:
         if _checkpointed(ctx):
             _ring_steps(blk, ctx, f"{tag}.attention_bwd.recompute", False, window)
+        flash_padding(blk, ctx, f"{tag}.attention_bwd", True, before=True)
         _ring_steps(blk, ctx, f"{tag}.attention_bwd", True, window)
+        flash_padding(blk, ctx, f"{tag}.attention_bwd", True, before=False)

@@ -21,6 +21,7 @@ from lumos.simulator.workload import elementwise as ew
 from lumos.simulator.workload import zero3_tensor as z3
 from lumos.simulator.workload.block import DP, DP_STREAM, TP, TP_STREAM, Block, Frozen, Names
 from lumos.simulator.workload.dims import BF16, Ctx
+from lumos.simulator.workload.framework import FSDP1_CAST_BYTES, FSDP1_PREDIVIDE_BYTES
 from lumos.simulator.workload.layer import (
     col_backward,
     gathered_gemm,
@@ -67,7 +68,19 @@ def _grad_reduce(blk: Block, ctx: Ctx, tag: str, end: int) -> None:
         ns, _, nbytes = ctx.mem(lp * (BF16 + 4))
         end = blk.side(f"{tag}.fsdp_copy_in", DP_STREAM, ns, nbytes, (end,))
         size = lp * 4
+    elif ctx.fw.fsdp1_fp32_reduce:
+        end = _fsdp1_cast(blk, ctx, tag, lp, end)
+        size = lp * 4
     blk.coll(f"{tag}.grad_reduce_scatter", DP_STREAM, REDUCE_SCATTER, size, DP, end)
+
+
+def _fsdp1_cast(blk: Block, ctx: Ctx, tag: str, lp: int, end: int) -> int:
+    """FSDP1 with an FP32 reduce dtype: the post-backward hook casts the layer's unsharded
+    BF16 gradient to FP32, then pre-divides it in place (factor > 1 whenever DP > 1),
+    both on the post-backward (DP) stream (`framework.FSDP1_*_BYTES`)."""
+    per = FSDP1_CAST_BYTES + (FSDP1_PREDIVIDE_BYTES if _dp_size(ctx) > 1 else 0)
+    ns, _, nbytes = ctx.mem(lp * per)
+    return blk.side(f"{tag}.fsdp_grad_cast", DP_STREAM, ns, nbytes, (end,))
 
 
 def _embedding_fwd(blk: Block, ctx: Ctx, waits: tuple[int, ...] = ()) -> tuple[int, ...]:

@@ -14,8 +14,11 @@ from lumos.simulator.workload.dims import BF16, Ctx
 from lumos.simulator.workload.framework import (
     CAST_BYTES,
     EAGER,
+    FUSED_LOSS_BYTES,
     TRANSPOSE_BYTES,
     UNFUSED_CROSS_ENTROPY,
+    UNPAD,
+    WEIGHT_CAST_BYTES,
     Eager,
 )
 from lumos.simulator.workload.spec import Mlp, Norm
@@ -70,14 +73,42 @@ def activation(blk: Block, ctx: Ctx, name: str, backward: bool = False) -> None:
     blk.compute(name, *ctx.mem(nbytes))
 
 
+def flash_padding(blk: Block, ctx: Ctx, name: str, backward: bool, before: bool) -> None:
+    """llm-foundry's unpad / pad copies around the varlen flash kernel (`framework.UNPAD`):
+    the q, k, v side runs before the forward kernel and after the backward one, the output
+    side after the forward and before the backward."""
+    if not ctx.fw.unpad:
+        return
+    side = "qkv" if before != backward else "out"
+    width = ctx.qkv_width if side == "qkv" else ctx.attn_out_width
+    op = UNPAD[side][backward]
+    chain(blk, ctx, f"{name}.{'unpad' if side == 'qkv' else 'pad'}", op, ctx.T * width)
+
+
 def input_casts(blk: Block, ctx: Ctx, name: str, elements: int, linears: int) -> None:
     """FP8 casts of a GEMM input that Transformer Engine fuses into the norm before it but
     torchao casts per linear (one cast for all `linears` reading it when AOTAutograd's CSE
-    merges them)."""
-    if ctx.linear_dtype != "fp8" or not ctx.fw.fp8_dynamic:
+    merges them), as does a lone `te.Linear` after a PyTorch norm / activation
+    (`unfused_casts`, one fused QKV linear: `shared_casts`)."""
+    if ctx.linear_dtype != "fp8" or not (ctx.fw.fp8_dynamic or ctx.fw.unfused_casts):
         return
     casts = 1 if ctx.fw.shared_casts else linears
     blk.compute(f"{name}.cast_fp8", *ctx.mem(casts * elements * CAST_BYTES))
+
+
+def weight_casts(blk: Block, ctx: Ctx, name: str) -> None:
+    """A lone `te.Linear` called without `is_first_microbatch` re-casts its BF16 weight to
+    FP8 and its transpose on every forward (`unfused_casts`); Megatron caches them per step."""
+    if ctx.linear_dtype == "fp8" and ctx.fw.unfused_casts:
+        nbytes = ctx.layer_params_local() * WEIGHT_CAST_BYTES
+        blk.compute(f"{name}.weight_cast_fp8", *ctx.mem(nbytes))
+
+
+def bias_grad(blk: Block, ctx: Ctx, name: str, elements: int) -> None:
+    """PyTorch autograd's bias gradient of a BF16 `nn.Linear` (`bias_sum`): the output
+    gradient (`elements`) summed over the tokens, one read in its own kernel."""
+    if ctx.model.bias and ctx.fw.bias_sum and ctx.linear_dtype != "fp8":
+        blk.compute(f"{name}.bgrad", *ctx.mem(elements * BF16))
 
 
 def wgrad_transposes(blk: Block, ctx: Ctx, name: str, elements: int) -> None:
@@ -91,14 +122,17 @@ def cross_entropy(
     blk: Block, ctx: Ctx, backward: bool, waits: tuple[int, ...] = (), prefix: str = ""
 ) -> int:
     """The loss over the local vocabulary shard (FP32 softmax); torchtitan runs PyTorch's
-    unfused cross-entropy on FP32-cast logits, whose backward moves more; a plan without
-    `loss_fusion` runs Megatron-Core's unfused vocab-parallel one (`UNFUSED_CROSS_ENTROPY`). `prefix`: of the
-    node's name (a multi-token-prediction loss)."""
+    unfused cross-entropy on FP32-cast logits, whose backward moves more; llm-foundry
+    flash_attn's fused kernel on the BF16 logits (`FUSED_LOSS_BYTES`); a plan without
+    `loss_fusion` runs Megatron-Core's unfused vocab-parallel one (`UNFUSED_CROSS_ENTROPY`).
+    `prefix`: of the node's name (a multi-token-prediction loss)."""
     elements = ctx.T * ctx.vocab
     name = f"{prefix}cross_entropy{'_bwd' if backward else ''}"
     if ctx.fw.eager_loss:
         op = EAGER["cross_entropy"][backward]
         return chain(blk, ctx, name, op, elements, waits)
+    if ctx.fw.fused_loss:
+        return blk.compute(name, *ctx.mem(elements * FUSED_LOSS_BYTES[backward]), waits=waits)
     if not ctx.plan.loss_fusion:  # Megatron-Core's unfused path (its default)
         return chain(blk, ctx, name, UNFUSED_CROSS_ENTROPY[backward], elements, waits)
     return blk.compute(name, *ctx.mem(elements * (6 if backward else 14)), waits=waits)

@@ -34,6 +34,23 @@ more or less, bytes it moves, an attention kernel, what a collective waits for).
 * ``torchtitan-compile``: the same with `torch.compile` per block — Inductor fuses each
   element-wise chain into one kernel (the fused byte counts) and AOTAutograd's CSE
   shares one FP8 cast between linears reading the same input.
+* ``llm-foundry``: MosaicML llm-foundry's MPT under Composer and PyTorch FSDP1 (the
+  benchmark sweep of `scripts/train/benchmarking/`): eager PyTorch, but MPT's ops are
+  single kernels — `low_precision_layernorm` is `F.layer_norm` in BF16 with autocast off
+  (one native kernel), GeLU one `nn.GELU` op, one fused `Wqkv` linear — so the fused byte
+  counts stand; attention is `attn_impl: flash` (submit_benchmarks.py's default, the
+  `gpu-flash2` install: FlashAttention-2, `ATTENTION["fa2"]`) on unpadded tokens, whose
+  gathers and scatters around the kernel are copies (`unpad`, `UNPAD`); the loss is
+  `fused_crossentropy` (flash_attn's cross-entropy kernel: one read of the BF16 logits
+  forward, read + write backward); FSDP1 FULL_SHARD with Composer's `mixed_precision:
+  DEFAULT` (param BF16, reduce FP32): parameters are views of the gathered flat buffer
+  (no copy-out), each layer's unsharded gradient is cast to FP32 and pre-divided on the
+  post-backward stream before an FP32 reduce-scatter (`fsdp1_fp32_reduce`); FP8 is
+  `fc_type: te` under Composer's `te.fp8_autocast`: each `te.Linear` casts its own input
+  (no norm / activation to fuse into) and, called without `is_first_microbatch`, re-casts
+  its weight on every forward (`unfused_casts`). MPT's linears carry biases (`no_bias:
+  false`): a BF16 `nn.Linear`'s bias gradient is its own reduction over the tokens
+  (`bias_sum`; TE fuses it into the GEMM epilogue or the FP8 cast-transpose).
 """
 
 from __future__ import annotations
@@ -72,6 +89,28 @@ UNFUSED_CROSS_ENTROPY = (Eager(38, 6), Eager(14, 2))
 #: SDPA's FlashAttention-2 over the hardware file's fused-attention (cuDNN / FA3-class)
 #: efficiencies, forward and backward (sources in the module doc)
 ATTENTION = {"cudnn": (1.0, 1.0), "fa2": (329.5 / 631.3, 318 / 518)}
+#: flash_attn's fused cross-entropy (llm-foundry `loss_fn: fused_crossentropy`) per logit:
+#: forward reads the BF16 logits once (the FP32 softmax stays in registers, only the
+#: per-row LSE is written); backward reads them again and writes the BF16 gradient
+FUSED_LOSS_BYTES = (2, 4)
+#: FSDP1's reduce-dtype path per gradient element of a layer's unsharded flat gradient:
+#: `.to(reduce_dtype)` (read BF16, write FP32) then the in-place pre-divide by the
+#: gradient pre-divide factor (read + write FP32), both on the post-backward stream
+FSDP1_CAST_BYTES, FSDP1_PREDIVIDE_BYTES = 6, 8
+#: llm-foundry's `flash_attn_fn` runs FlashAttention-2's varlen kernel on unpadded tokens
+#: (flash_attn `bert_padding`): forward, q, k and v each gathered by `index_first_axis`
+#: (read + write, 4 B / element, 3 kernels), the output scattered back by `pad_input`
+#: (zeros + index_put: 6 B / element, 2 kernels); backward, the output gradient gathered
+#: (4 B, 1 kernel), dq, dk, dv scattered into zeros (6 B) and concatenated by the Wqkv
+#: split's backward (`cat`, 4 B): 10 B / q, k, v element in 7 kernels
+UNPAD = {
+    "qkv": (Eager(4, 3), Eager(10, 7)),
+    "out": (Eager(6, 2), Eager(4, 1)),
+}
+#: Transformer Engine's fused cast-transpose of a BF16 weight: read BF16, write the FP8
+#: copy and its FP8 transpose (`te.Linear` with `is_first_microbatch=None` re-casts on
+#: every call, TE v0.10 `Linear.forward`)
+WEIGHT_CAST_BYTES = 4
 #: torchao dynamic FP8 cast of a BF16 tensor under compile: the amax reduction fused into
 #: the producer, then one pass reading BF16 and writing FP8; a transpose copy of FP8
 CAST_BYTES, TRANSPOSE_BYTES = 3, 2
@@ -92,6 +131,11 @@ class Profile:
     fp8_dynamic: bool = False
     shared_casts: bool = True
     eager_loss: bool = False
+    fused_loss: bool = False
+    fsdp1_fp32_reduce: bool = False
+    unfused_casts: bool = False
+    unpad: bool = False
+    bias_sum: bool = False
 
     def attention_scale(self, backward: bool) -> float:
         """Efficiency of the framework's attention kernel relative to the hardware file's."""
@@ -117,6 +161,15 @@ PROFILES = {
     # torch.compile wraps each block; the loss stays eager
     "torchtitan-compile": replace(
         _TITAN, name="torchtitan-compile", eager=False, shared_casts=True
+    ),
+    "llm-foundry": Profile(
+        "llm-foundry",
+        attention="fa2",
+        fused_loss=True,
+        fsdp1_fp32_reduce=True,
+        unfused_casts=True,
+        unpad=True,
+        bias_sum=True,
     ),
 }
 

@@ -164,6 +164,7 @@ def attn_forward(
     norm's node (what the MLP's input gather waits for)."""
     T, h = ctx.T, ctx.h
     ln = ew.norm(blk, ctx, f"{tag}.norm1", waits=waits)
+    ew.weight_casts(blk, ctx, tag)
     if ctx.model.mla:
         from lumos.simulator.workload.mla import mla_forward
 
@@ -208,6 +209,7 @@ def _row_backward(blk: Block, ctx: Ctx, name: str, n: int, k: int) -> None:
     """Backward of a row-parallel linear (fwd M=T, N=n, K=k): gather dY, dgrad, wgrad."""
     T = ctx.T
     _cast(blk, ctx, f"{name}.grad", T * n)
+    ew.bias_grad(blk, ctx, name, T * n)
     src = blk.last_compute
     gathered_gemm(blk, ctx, f"{name}.dgrad", (T, k, n), src, None, backward=True)
     _wgrad(blk, ctx, name, (k, n, T))
@@ -228,8 +230,9 @@ def col_backward(
     dgrad's output while wgrad runs; DTensor (torchtitan) saved the gathered input and
     reduces after both GEMMs (`framework`). dgrad also waits for `waits`."""
     T, t = ctx.T, ctx.plan.tp
-    if dtype is None:
+    if dtype is None:  # a layer's linear (the output layer passes its dtype, no bias)
         _cast(blk, ctx, f"{name}.grad", T * n)
+        ew.bias_grad(blk, ctx, name, T * n)
     start = blk.last_compute
     overlap = ctx.fw.tp_backward_overlap
     ag = -1

@@ -60,19 +60,22 @@ def test_every_heldout2_row_parses_or_says_why() -> None:
 def test_heldout2_unknown_settings_take_the_scripts_conventions() -> None:
     """Unstated micro-batch and virtual stages are 1 and unstated recompute is none (the Llama 3
     paper rows); the paper's 126 layers on 16 stages run one layer fewer on the first and last
-    stage; MPT's ALiBi is priced as RoPE and its embeddings are tied; the Grok-1 proxies keep
-    their own layer count."""
+    stage; MPT has learned positions (the benchmark's NumParams grow by d_model per token of
+    sequence), linear biases (NumParams: `no_bias` false) and tied embeddings, and runs on
+    the llm-foundry profile; the Grok-1 proxies keep their own layer count."""
     script = script_module("validate_published")
     rows = {r["row_id"]: r for r in _rows()}
     paper = script.parse(rows["L3PAPER-405B-16384-CP16"])
     p = paper.plan
     assert (p.mbs, p.vp, p.cp, p.zero, p.recompute.value) == (1, 1, 16, 1, "none")
     assert (p.first_stage_layers, p.last_stage_layers) == (7, 7)
-    mpt = script.parse(rows["LF-MPT-7B-BF16-s2048-g8"]).model
+    mpt_row = script.parse(rows["LF-MPT-7B-BF16-s2048-g8"])
+    assert mpt_row.plan.framework == "llm-foundry"
+    mpt = mpt_row.model
     assert (mpt.position, mpt.tied_embeddings, mpt.bias, mpt.mlp.value) == (
-        "rope",
+        "learned",
         True,
-        False,
+        True,
         "gelu",
     )
     assert script.parse(rows["DGXC-Grok1-314B-BF16-128"]).model.layers == 16
@@ -91,3 +94,15 @@ def test_heldout2_cheap_rows_stay_within_their_bound(row_id: str) -> None:
     row = script.parse(next(r for r in _rows() if r["row_id"] == row_id))
     err = estimate(row.model, row.plan, row.hw).iteration_time_s / row.published_s - 1
     assert abs(err) <= CHEAP_ROWS[row_id], f"{row_id}: {100 * err:+.1f} %"
+
+
+def test_mpt_rows_weights_match_the_benchmarks_numparams() -> None:
+    """Every llm-foundry row's model (learned positions: + seq x d_model; linear and
+    LayerNorm biases; tied embeddings) has exactly the parameter count its benchmark row
+    reports (NumParams), which ALiBi (no position weights) or bias-free linears would not."""
+    script = script_module("validate_published")
+    rows = [r for r in _rows() if r["row_id"].startswith("LF-MPT-")]
+    assert len(rows) == 62
+    for r in rows:
+        stated = int(r["other_metric"].split("NumParams ")[1])
+        assert script.parse(r).model.params() == stated, r["row_id"]
