@@ -35,6 +35,14 @@ def _userbuffers(ctx: Ctx) -> bool:
     return _chunks(ctx) > 1 and not ctx.fw.async_tp
 
 
+def _gather_bytes(ctx: Ctx, nbytes: int, dtype: str | None) -> int:
+    """Bytes of an all-gathered shard: FP8 (1 byte an element) when a userbuffers
+    all-gather feeds an FP8 GEMM — Transformer Engine makes every all-gather buffer FP8
+    under FP8 (`initialize_ub`: `fp8_buf = name in layers_all_gather_overlap or ...`)."""
+    fp8 = (dtype or ctx.linear_dtype) == "fp8"
+    return nbytes // 2 if fp8 and _userbuffers(ctx) else nbytes
+
+
 def _ub(ctx: Ctx) -> UbConfig:
     """The plan's userbuffers config: the one it names, else NeMo's for its (hidden, TP)."""
     return ub_config(ctx.h, ctx.plan.tp, ctx.linear_dtype == "fp8", ctx.plan.ub_config)
@@ -58,7 +66,7 @@ def gathered_gemm(
     c = _chunks(ctx, backward)
     if c >= 4 and _userbuffers(ctx) and gemm_key(name) in _ub(ctx).aggregate:
         c //= 2  # `aggregate`: each ring step brings two shards, the GEMM runs on both
-    shard = gather or ctx.act_bytes
+    shard = _gather_bytes(ctx, gather or ctx.act_bytes, dtype)
     if c == 1:
         ag = blk.coll(f"{name}.all_gather", TP_STREAM, ALL_GATHER, shard, TP, src)
         return blk.compute(name, *ctx.gemm(m, n, k, dtype), waits=(ag,))
@@ -237,7 +245,7 @@ def col_backward(
     overlap = ctx.fw.tp_backward_overlap
     ag = -1
     if ctx.sp and overlap:
-        size = gather or ctx.act_bytes
+        size = _gather_bytes(ctx, gather or ctx.act_bytes, dtype)
         ag = blk.coll(f"{name}.input_all_gather", TP_STREAM, ALL_GATHER, size, TP, start)
     sms: tuple[int | None, int | None] = (None, None)
     held = _ub(ctx).bulk.get(name.rsplit(".", 1)[-1]) if _userbuffers(ctx) else None

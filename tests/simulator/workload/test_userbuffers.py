@@ -5,7 +5,8 @@
   shards each instead of TP GEMMs on one;
 - `fp8_buf`: under FP8 the pipelined reduce-scatter moves the GEMM's FP8 output;
 - a config the recipe states itself (plan `ub_config`, the DGX Cloud GPT-3 175B recipe);
-- Transformer Engine's defaults where NeMo ships no config for the shape (Nemotron-4 340B).
+- Transformer Engine's defaults where NeMo ships no config for the shape (Nemotron-4 340B);
+- FP8 all-gather buffers under FP8 training (every config).
 """
 
 from __future__ import annotations
@@ -114,3 +115,21 @@ def test_gemm_keys_and_recipes() -> None:
     assert gemm_key("layer3.recompute.fc1") == "fc1.fprop"
     assert gemm_key("layer3.proj.dgrad") == "proj.dgrad"
     assert "dgxc-gpt3-175b" in RECIPES
+
+
+def test_fp8_all_gathers_move_fp8_bytes() -> None:
+    """Llama 3 70B, TP 4: under FP8 Transformer Engine makes every userbuffers all-gather
+    buffer FP8 (`initialize_ub`: `fp8_buf = name in layers_all_gather_overlap or ...`), so
+    the QKV forward ring exchange and the backward's bulk input re-gather move half the
+    bytes they move under BF16."""
+    moved = {}
+    for fp8 in (False, True):
+        fwd, names, _ = _block("llama3-70b", _plan(4, 8192, fp8), True)
+        bwd, bnames, _ = _block("llama3-70b", _plan(4, 8192, fp8), False)
+        csize, bsize = np.asarray(fwd.cols["csize"]), np.asarray(bwd.cols["csize"])
+        moved[fp8] = (
+            int(csize[names == "layer0.qkv.all_gather"].sum()),
+            int(bsize[bnames == "layer0.qkv.input_all_gather"].sum()),
+        )
+    assert moved[False][0] > 0 and moved[False][1] > 0
+    assert moved[True] == (moved[False][0] // 2, moved[False][1] // 2)
