@@ -88,12 +88,18 @@ COUNT = click.IntRange(min=1)
     help="ZeRO stage: 0 all-reduce, 1 distributed optimizer, 3 FSDP.",
 )
 @click.option("--precision", type=click.Choice(["bf16", "fp8"]), default="bf16")
-@click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none")
+@click.option(
+    "--recompute",
+    type=click.Choice(["none", "selective", "full", "auto"]),
+    default="none",
+    help="Activation recomputation; auto: the least of none, selective, full whose memory "
+    "fits the GPU (lumos' own memory accounting, no simulation), full if none does.",
+)
 @click.option(
     "--recompute-modules",
     default="",
-    help="With --recompute selective: what Megatron-Core re-runs, comma-separated "
-    "(core_attn, layernorm, moe_act) [core_attn].",
+    help="With --recompute selective (or auto's selective level): what Megatron-Core "
+    "re-runs, comma-separated (core_attn, layernorm, moe_act) [core_attn].",
 )
 @click.option("--no-sp", is_flag=True, help="No sequence parallelism (TP all-reduces).")
 @click.option("--tp-overlap", is_flag=True, help="Overlap TP communication with the GEMMs.")
@@ -289,6 +295,7 @@ def _print(result: EstimateResult) -> None:
         f"CP{p.cp}{f' EP{p.ep} ETP{p.expert_tp}' if p.ep > 1 else ''}, mbs {p.mbs}, "
         f"gbs {p.gbs}, seq {p.seq}, zero {p.zero}, "
         f"{p.precision.value}, recompute {p.recompute.value}"
+        f"{f' ({result.recompute_auto.text()})' if result.recompute_auto else ''}"
         f"{'' if p.framework == 'megatron' else ', ' + p.framework}{_split_text(p)}"
     )
     click.echo(f"  iteration time   {result.iteration_time_s:.3f} s")

@@ -88,7 +88,11 @@ PLAN_DEFAULTS = {
 @click.option("--mbs", help=f"Micro-batch sizes to try [{PLAN_DEFAULTS['mbs']}].")
 @click.option("--ep", help="Expert-parallel degrees to try (mixture-of-experts models) [1].")
 @click.option("--zero", help="ZeRO stages to try (0, 1, 3) [1].")
-@click.option("--recompute", help=f"Activation recomputation [{PLAN_DEFAULTS['recompute']}].")
+@click.option(
+    "--recompute",
+    help="Activation recomputation (auto: per plan, the least that fits in memory) "
+    f"[{PLAN_DEFAULTS['recompute']}].",
+)
 @click.option("--precision", help="bf16 and/or fp8 [bf16].")
 @click.option("--dp", help="With --from-trace: data-parallel degrees to try.")
 @click.option("--layers", help="With --from-trace: layer counts to try.")

@@ -70,11 +70,21 @@ def plan_memory_gb(model: str, plan: ParallelPlan, hw: str) -> tuple[float, bool
     return memory.total_gb, memory.fits
 
 
+def _resolve_auto(point: dict[str, Any], plan: ParallelPlan) -> tuple[ParallelPlan, Any]:
+    """`recompute="auto"` resolved (`autorecompute.choose_recompute`) with the sweep's
+    model and kernel model."""
+    from lumos.simulator.workload.autorecompute import choose_recompute
+
+    spec, _, km = _job(point["model"], point["hw"])
+    return choose_recompute(spec, plan, km)
+
+
 def evaluate(point: dict[str, Any]) -> dict[str, Any]:
     """Estimate `point` = {key, model, hw, gpus, plan[, simulate_infeasible]}.
 
     A plan that does not fit in memory is not simulated (its row has the memory figure
-    and `fits` false) unless `simulate_infeasible` is set. Every lumos error and any
+    and `fits` false) unless `simulate_infeasible` is set. A plan with `recompute="auto"`
+    is resolved first; its row's recompute reads `auto:<chosen level>`. Every lumos error and any
     unexpected exception become an error row: one failing plan is reported in the
     table, never fatal to the sweep.
     """
@@ -83,6 +93,9 @@ def evaluate(point: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {"key": point["key"], **point["plan"]}
     plan = plan_from_dict(point["plan"])
     try:
+        if plan.recompute is Recompute.AUTO:  # the least level that fits, sized first
+            plan, auto = _resolve_auto(point, plan)
+            row["recompute"] = f"auto:{auto.chosen.value}"
         if not point.get("simulate_infeasible"):
             memory_gb, fits = plan_memory_gb(point["model"], plan, point["hw"])
             if not fits:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lumos.errors import ConfigError
 from lumos.simulator.costmodel.kernels import KernelModel
 from lumos.simulator.graph import RankGraph
 from lumos.simulator.network.api import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
@@ -41,7 +42,7 @@ from lumos.simulator.workload.block import (
 )
 from lumos.simulator.workload.chunk import ChunkKey, build_chunk
 from lumos.simulator.workload.dims import BF16, Ctx
-from lumos.simulator.workload.plan import Coords, Layout, ParallelPlan
+from lumos.simulator.workload.plan import Coords, Layout, ParallelPlan, Recompute
 from lumos.simulator.workload.schedule import Step, stage_order
 from lumos.simulator.workload.spec import ModelSpec
 
@@ -96,6 +97,11 @@ class Generator:
 
     def __init__(self, model: ModelSpec, plan: ParallelPlan, km: KernelModel) -> None:
         plan.check(model)
+        if plan.recompute is Recompute.AUTO:  # a request: `estimate` resolves it first
+            raise ConfigError(
+                "plan: recompute 'auto' is resolved before generating "
+                "(autorecompute.choose_recompute; estimate() does it)"
+            )
         self.model, self.plan = model, plan
         self.ctx = Ctx.make(model, plan, km)
         self.layout = Layout(plan)

@@ -59,6 +59,9 @@ class Recompute(str, Enum):
     NONE = "none"
     SELECTIVE = "selective"
     FULL = "full"
+    #: a request, not a level: the least of none, selective, full whose memory fits
+    #: (`autorecompute.choose_recompute`, which `estimate` runs before generating)
+    AUTO = "auto"
 
 
 class Precision(str, Enum):
@@ -114,8 +117,9 @@ class ParallelPlan:
     @property
     def selective_modules(self) -> frozenset[str]:
         """What selective recomputation re-runs (Megatron-Core's `recompute_modules`,
-        comma-separated; default its `core_attn`); empty unless recompute is selective."""
-        if self.recompute is not Recompute.SELECTIVE:
+        comma-separated; default its `core_attn`); empty unless recompute is selective
+        (under auto: what its selective level would re-run)."""
+        if self.recompute not in (Recompute.SELECTIVE, Recompute.AUTO):
             return frozenset()
         given = {m.strip() for m in self.recompute_modules.split(",") if m.strip()}
         return frozenset(given or {"core_attn"})
@@ -251,7 +255,9 @@ class ParallelPlan:
     def _check_modules(self) -> None:
         if not self.recompute_modules:
             return
-        if self.recompute is not Recompute.SELECTIVE or self.framework != "megatron":
+        if self.recompute not in (Recompute.SELECTIVE, Recompute.AUTO):
+            raise ConfigError("plan: recompute_modules need selective (or auto) recompute")
+        if self.framework != "megatron":
             raise ConfigError("plan: recompute_modules need selective recompute on megatron")
         unknown = sorted(self.selective_modules - RECOMPUTE_MODULES)
         if unknown:

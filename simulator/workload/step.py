@@ -22,12 +22,13 @@ from lumos.hwconfigs.schema import SystemSpec
 from lumos.limits import MAX_ET_NODES, MAX_NODES
 from lumos.simulator.costmodel.kernels import KernelModel
 from lumos.simulator.costmodel.stragglers import slowest_gpu, slowest_gpu_fraction
+from lumos.simulator.workload.autorecompute import AutoRecompute, choose_recompute
 from lumos.simulator.workload.breakdown import Breakdown
 from lumos.simulator.workload.generate import GeneratedStep, Generator
 from lumos.simulator.workload.memory import MemoryEstimate, estimate_memory
 from lumos.simulator.workload.periodic import periodic_timing, sample_counts, simulate_step
 from lumos.simulator.workload.pipesplit import lenient_note, uneven
-from lumos.simulator.workload.plan import ParallelPlan, Precision
+from lumos.simulator.workload.plan import ParallelPlan, Precision, Recompute
 from lumos.simulator.workload.schedule import in_flight, stage_order
 from lumos.simulator.workload.spec import ModelSpec, load_model
 
@@ -61,6 +62,8 @@ class EstimateResult:
     per_rank_s: dict[int, float]
     assumptions: list[str] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
+    #: what `recompute="auto"` chose and the memory of each level it tried (else None)
+    recompute_auto: AutoRecompute | None = None
 
     @property
     def fits(self) -> bool:
@@ -79,6 +82,7 @@ class EstimateResult:
             "model_tflops_per_gpu": round(self.model_tflops_per_gpu, 3),
             "memory_gb_per_gpu": round(self.memory.total_gb, 3),
             "fits_in_memory": self.fits,
+            "recompute_auto": self.recompute_auto.to_json() if self.recompute_auto else None,
             "memory": self.memory.to_json(),
             "breakdown": self.breakdown.to_json(),
             "per_rank_s": {str(k): round(v, 6) for k, v in sorted(self.per_rank_s.items())},
@@ -130,8 +134,11 @@ def generate(
     Raises ConfigError for a plan the model cannot take or unknown model/hardware.
     """
     spec, system = _resolve(model, hw, None, plan.world)
-    km = KernelModel.for_gpu(system.gpu, physics)
-    return Generator(spec, plan, KernelModel(km.gpu, slowest_gpu(km.physics, plan.world))).step()
+    km0 = KernelModel.for_gpu(system.gpu, physics)
+    km = KernelModel(km0.gpu, slowest_gpu(km0.physics, plan.world))
+    if plan.recompute is Recompute.AUTO:
+        plan, _ = choose_recompute(spec, plan, km)
+    return Generator(spec, plan, km).step()
 
 
 def estimate(
@@ -154,7 +161,8 @@ def estimate(
     estimate's only with `force`, checked before any work: LumosError). A pipeline with
     many micro-batches is simulated with a few rounds of `pp` micro-batches and its steady
     state extrapolated (`periodic`, within 1 % of the full simulation); `exact` (or
-    `et_dir`) simulates every micro-batch. Raises ConfigError for a plan the model, batch or hardware cannot take
+    `et_dir`) simulates every micro-batch. A plan with `recompute="auto"` is estimated at the
+    least recomputation whose memory fits (`autorecompute`; `recompute_auto` says which). Raises ConfigError for a plan the model, batch or hardware cannot take
     (FP8 on a GPU without it, `gpus` other than the plan's), SimulationError for a time past
     64-bit nanoseconds.
     """
@@ -172,6 +180,9 @@ def estimate(
         raise ConfigError(f"{system.gpu.name} has no FP8 tensor cores; use --precision bf16")
     km0 = KernelModel.for_gpu(system.gpu, physics)
     km = KernelModel(km0.gpu, slowest_gpu(km0.physics, plan.world))
+    auto = None
+    if plan.recompute is Recompute.AUTO:  # the least recomputation that fits (memory only)
+        plan, auto = choose_recompute(spec, plan, km)
     gen = Generator(spec, plan, km)
     try:
         if exact or et_dir is not None or sample_counts(plan) is None:
@@ -220,6 +231,7 @@ def estimate(
             *filter(None, [lenient_note(plan, spec.layers)]),
         ],
         stats={**timing.stats, "wall_s": round(time.perf_counter() - t0, 3)},
+        recompute_auto=auto,
     )
 
 
