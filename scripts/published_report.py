@@ -78,7 +78,11 @@ def report(
         err = est.iteration_time_s / row.published_s - 1
         errors.append(err)
         groups[r.get("group", "")].append(err)
-        plan = plan_text(row.plan)
+        plan = plan_text(est.plan)  # under recompute auto: the level chosen, marked
+        if est.recompute_auto is not None:
+            plan = plan.replace(
+                f" {est.plan.recompute.value}", f" auto:{est.plan.recompute.value}", 1
+            )
         out[row.row_id] = {
             "published_s": row.published_s,
             "predicted_s": est.iteration_time_s,

@@ -23,7 +23,8 @@ torchtitan run fused (flash / cuDNN) attention with gradient/parameter overlap;
 DeepSpeed's 2021 ZeRO-3 fetched each weight tensor alone, blocking, and reduced gradients
 without overlap (`overlap_comm` off by default): `fsdp_unit="tensor"`, see
 `simulator/workload/zero3_tensor.py`. Unstated micro-batch sizes are 1; an unstated
-TP-comm overlap is off. Mixture-of-experts rows (the `arch` column says MoE; their shape
+TP-comm overlap is off; the recompute column is read by `recompute_rows.py` (JAX remat
+policies the recipes set mapped onto lumos' modules; unstated: none). Mixture-of-experts rows (the `arch` column says MoE; their shape
 columns are empty) take the built-in MoE model their name maps to (`_moe_model`: the
 normalised name, or `MOE_MODELS`; shapes from each model's config.json,
 `simulator/workload/models.yaml`), the row's EP, for Megatron-Bridge rows what its
@@ -33,7 +34,7 @@ column says "no", or whose model lumos refuses, is listed as skipped with the re
 Nothing here is fitted.
 
     python scripts/validate_published.py [--heldout | --moe | --heldout2 | --csv PATH] [--only ROW_ID ...]
-        [--markdown] [--json OUT] [--baseline EARLIER.json]
+        [--markdown] [--json OUT] [--baseline EARLIER.json] [--unstated-recompute none|auto]
 """
 
 from __future__ import annotations
@@ -50,6 +51,10 @@ from lumos.errors import ConfigError
 from lumos.simulator.workload import ParallelPlan, Precision, Recompute
 from lumos.simulator.workload.pipesplit import parse_layout
 from lumos.simulator.workload.spec import ModelSpec, builtin_models, load_model, model_from_dict
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import recompute_rows
+from recompute_rows import JAX_REMAT, dense_recompute, stated_recompute, unstated  # noqa: F401
 
 CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / "published_training_perf.csv"
 HELDOUT = Path(__file__).resolve().parent / "data" / "heldout_h100.csv"
@@ -108,8 +113,6 @@ MEGATRON_BRIDGE_A2A_OVERLAP = {"qwen3-235b-a22b"}
 #: `--expert-tensor-parallel-size: 1` and `--use-distributed-optimizer`; the recompute
 #: modules and the all-to-all overlap are the row's own (its `recompute` column, its notes)
 MODELZOO_ETP = {"qwen3-235b-a22b": 1}
-#: a row's recompute module names in Megatron-Core's spelling
-MODULES = {"norm": "layernorm", "layernorm": "layernorm", "act": "moe_act", "moe_act": "moe_act"}
 #: what a row's notes say when its EP all-to-alls overlap compute (`A2A_OVERLAP=1`, the
 #: model zoo's "1F1B overlap" row)
 A2A_OVERLAP_SAID = re.compile(r"a2a overlap on|all-to-all overlapped", re.I)
@@ -208,29 +211,6 @@ def _model(r: dict[str, str]) -> ModelSpec:
     return model_from_dict(data, f"row {r['row_id']}", r["model"])
 
 
-def _recompute(text: str) -> Recompute:
-    t = text.lower()
-    if t.startswith("selective"):
-        return Recompute.SELECTIVE
-    if t.startswith("full"):
-        return Recompute.FULL
-    return Recompute.NONE
-
-
-def _stated_recompute(text: str) -> tuple[Recompute, str] | str:
-    """A row's recompute column ("none", "full", "selective (norm, act)") as a plan's
-    setting and Megatron-Core module names, or why lumos cannot run it."""
-    kind = _recompute(text)
-    said = re.search(r"\((.*)\)", text)
-    if kind is not Recompute.SELECTIVE or said is None:
-        return kind, ""
-    names = [m.strip() for m in said[1].split(",") if m.strip()]
-    unknown = [m for m in names if m not in MODULES]
-    if unknown:
-        return f"recompute module(s) {unknown} not modelled"
-    return kind, ",".join(dict.fromkeys(MODULES[m] for m in names))
-
-
 def _tp_overlap(r: dict[str, str]) -> bool:
     stated = (r.get("tp_comm_overlap") or "").lower()
     if stated.startswith(("yes", "no")):
@@ -270,8 +250,8 @@ def parse_moe(r: dict[str, str]) -> Row | str:
         mb["etp"] = MODELZOO_ETP.get(name, 0) if zoo else 0
     elif name in MEGATRON_BRIDGE_RECOMPUTE:
         mb["recompute"], modules = Recompute.SELECTIVE, MEGATRON_BRIDGE_RECOMPUTE[name]
-    if zoo:
-        stated = _stated_recompute(r["recompute"])
+    if zoo or ("Megatron-Bridge" not in r["framework"] and unstated(r["recompute"])):
+        stated = stated_recompute(r["recompute"])
         if isinstance(stated, str):
             return f"cannot express: {stated}"
         mb["recompute"], modules = stated
@@ -337,11 +317,13 @@ def parse(r: dict[str, str]) -> Row | str:
     deepspeed = r["framework"].startswith("DeepSpeed")
     zero_text = r["zero_fsdp"].lower()
     zero = 3 if "zero-3" in zero_text else (1 if "distributed optimizer" in zero_text else 0)
+    recompute, modules = dense_recompute(r["recompute"])
     plan = ParallelPlan(
         **_layout(r),
         **_pipeline_split(r, r["model"]),
         zero=zero,
-        recompute=_recompute(r["recompute"]),
+        recompute=recompute,
+        recompute_modules=modules,
         tp_comm_overlap=_tp_overlap(r),
         ub_config=next(
             (n for p, n in UB_CONFIG_BY_LOCATOR.items() if r["locator"].startswith(p)), ""
@@ -406,7 +388,14 @@ def main() -> int:
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     ap.add_argument("--json", type=Path, default=None, help="write per-row results here")
     ap.add_argument("--baseline", type=Path, default=None, help="an earlier --json: adds its error")
+    ap.add_argument(
+        "--unstated-recompute",
+        choices=("none", "auto"),
+        default="none",
+        help="what a row that states no recompute runs (recompute_rows.py)",
+    )
     args = ap.parse_args()
+    recompute_rows.UNSTATED = Recompute(args.unstated_recompute)
     path = args.csv or (
         MOE if args.moe else HELDOUT2 if args.heldout2 else HELDOUT if args.heldout else CSV
     )

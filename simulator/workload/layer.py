@@ -213,6 +213,19 @@ def _op_recompute(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...]) -> Non
     blk.compute(f"{tag}.fc2", *ctx.gemm(T // 2, h, ctx.ffn))
 
 
+def _mlp_recompute(blk: Block, ctx: Ctx, tag: str) -> None:
+    """Megatron-Core's `mlp` recompute module: the dense MLP is a checkpointed function
+    (`tensor_parallel.checkpoint(self.mlp, ...)`), so its whole forward — FC1 with its
+    input gather, the activation, FC2 with its reduce-scatter — re-runs before its
+    backward; only its input was kept."""
+    T, h, tag = ctx.T, ctx.h, f"{tag}.recompute"
+    ew.input_casts(blk, ctx, f"{tag}.fc1", T * h, 2 if ctx.model.gated else 1)
+    gathered_gemm(blk, ctx, f"{tag}.fc1", (T, ctx.up_width, h), blk.last_compute, None)
+    ew.activation(blk, ctx, f"{tag}.activation")
+    ew.input_casts(blk, ctx, f"{tag}.fc2", T * ctx.ffn, 1)
+    _reduced_gemm(blk, ctx, f"{tag}.fc2", (T, h, ctx.ffn))
+
+
 def _row_backward(blk: Block, ctx: Ctx, name: str, n: int, k: int) -> None:
     """Backward of a row-parallel linear (fwd M=T, N=n, K=k): gather dY, dgrad, wgrad."""
     T = ctx.T
@@ -283,6 +296,8 @@ def layer_backward(
 
         red = moe_backward(blk, ctx, tag)
     else:
+        if "mlp" in ctx.plan.selective_modules:
+            _mlp_recompute(blk, ctx, tag)
         _row_backward(blk, ctx, f"{tag}.fc2", h, ctx.ffn)
         ew.activation(blk, ctx, f"{tag}.activation_bwd", backward=True)
         red = col_backward(blk, ctx, f"{tag}.fc1", ctx.up_width, h)

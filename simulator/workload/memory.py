@@ -11,7 +11,8 @@ taken from the tensors this generator's layer actually saves: sequence-parallel 
 are split over TP, flash attention keeps no score matrix, selective recomputation drops
 unfused attention's scores (torchtitan's "op" policy keeps only the block input, the
 attention output and every second matmul's output), full recomputation keeps only each
-layer's input. Multi-head latent attention keeps, besides its q, k, v and output, the
+layer's input; the `mlp` recompute module drops a dense MLP's FC1 and activation outputs
+(only its input is kept). Multi-head latent attention keeps, besides its q, k, v and output, the
 two latents before and after their norms (the up-projections' inputs) and the RoPE key;
 the up-projections' outputs are re-read by the fused RoPE kernels, whose backward needs
 no input, so they are not kept; under the `mla_up_proj` recompute module q, k and v are
@@ -143,7 +144,8 @@ def _dense_activation_bytes(ctx: Ctx) -> float:
         # of every second matmul (half of the seven linears' outputs on the mean step)
         linears = ctx.qkv_width + ctx.h + ctx.up_width + ctx.h  # q k v, o, w1 w3, w2
         return float(x + ctx.T * ctx.attn_out_width * BF16 + ctx.T * linears * BF16 / 2)
-    mlp = x + _norm_output(ctx) + ctx.T * (ctx.up_width + ctx.ffn) * BF16 + _dropout(ctx)
+    inner = 0 if "mlp" in ctx.plan.selective_modules else ctx.T * (ctx.up_width + ctx.ffn)
+    mlp = x + _norm_output(ctx) + inner * BF16 + _dropout(ctx)
     return _attention_bytes(ctx) + float(mlp)
 
 

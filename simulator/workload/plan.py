@@ -74,8 +74,9 @@ ENUMS: dict[str, type[Enum]] = {"Precision": Precision, "Recompute": Recompute}
 
 #: Megatron-Core `recompute_modules` lumos models: the core attention (its default), the
 #: norms (`layernorm`: their outputs re-computed before the backward that reads them), the
-#: experts' activation (`moe_act`)
-RECOMPUTE_MODULES = frozenset({"core_attn", "layernorm", "moe_act", "mla_up_proj"})
+#: experts' activation (`moe_act`), MLA's up-projections (`mla_up_proj`), the dense MLP
+#: (`mlp`: its whole forward re-runs before its backward, `layer._mlp_recompute`)
+RECOMPUTE_MODULES = frozenset({"core_attn", "layernorm", "moe_act", "mla_up_proj", "mlp"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +242,10 @@ class ParallelPlan:
         if "mla_up_proj" in self.selective_modules and not model.mla:
             raise ConfigError(
                 "plan: recompute module 'mla_up_proj' needs multi-head latent attention"
+            )
+        if "mlp" in self.selective_modules and self.zero == 3 and self.fsdp_unit == "tensor":
+            raise ConfigError(
+                "plan: recompute module 'mlp' under tensor-wise ZeRO-3 is not modelled"
             )
         if model.mla and self.zero == 3 and self.fsdp_unit == "tensor":
             raise ConfigError(

@@ -167,6 +167,6 @@ def test_model_zoo_rows_take_the_zoo_config_and_their_stated_settings() -> None:
     assert plans["MZ-Qwen3-235B-xEP32-DeepEP"].plan.a2a_overlap is False
     assert plans["MZ-Qwen3-235B-iEP8-FSDP"].plan.recompute is Recompute.FULL
     assert plans["MZ-Qwen3-235B-iEP8-TP4"].plan.recompute is Recompute.NONE
-    assert script._stated_recompute("selective (norm, shared_expert)") == (
+    assert script.stated_recompute("selective (norm, shared_expert)") == (
         "recompute module(s) ['shared_expert'] not modelled"
     )

@@ -270,8 +270,8 @@ def test_recompute_modules_rerun_norms_and_expert_activation_and_keep_less() -> 
     z = SEQ * 2  # routed rows on one rank
     kept_less = 2 * SEQ * 64 * 2 + z * 32 * 2  # two norm outputs, the activation output
     assert (old.activations_gb - new.activations_gb) * 1e9 == pytest.approx(2 * kept_less)
-    with pytest.raises(ConfigError, match="'mlp' is not modelled"):
-        _plan(ep=4, recompute="selective", recompute_modules="mlp")
+    with pytest.raises(ConfigError, match="'moe' is not modelled"):
+        _plan(ep=4, recompute="selective", recompute_modules="moe")
     with pytest.raises(ConfigError, match="need selective"):
         _plan(ep=4, recompute_modules="moe_act")
 
