@@ -207,6 +207,7 @@ def api_cases(h: ModuleType, work: Path, rng: random.Random, count: int, timeout
         def case(field: str = field, value: Any = value) -> str:
             kind = kinds.get(field, "int | None")
             zero_ok = field in ("etp", "zero") and value == 0
+            zero_ok |= field in ("gbs", "seq", "gpus") and value is None  # None: the default
             bad = {"bool": not isinstance(value, bool), "str": not isinstance(value, str)
                    }.get(kind, not _is_count(value) and not zero_ok)  # fmt: skip
             try:
