@@ -54,6 +54,7 @@ from lumos.simulator.workload.spec import ModelSpec, builtin_models, load_model,
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import recompute_rows
+from recipe_settings import recipe_settings
 from recompute_rows import JAX_REMAT, dense_recompute, stated_recompute, unstated  # noqa: F401
 
 CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / "published_training_perf.csv"
@@ -62,27 +63,6 @@ MOE = Path(__file__).resolve().parent / "data" / "heldout_moe.csv"
 HELDOUT2 = Path(__file__).resolve().parent / "data" / "heldout2_h100.csv"
 #: frameworks whose runs predate fused attention and overlapped gradient reduction
 LEGACY = ("Megatron-LM", "DeepSpeed")
-#: TP-comm overlap read from the recipe config a shared row's locator names, where the
-#: row's framework string is silent: the DGX Cloud Nemotron-4 15B recipe runs with
-#: `ub_tp_comm_overlap: True` (NVIDIA/dgxc-benchmarking nemotron/nemotron4-15b-synth.yaml)
-TP_OVERLAP_BY_LOCATOR = {"nemotron/README_15b.md": True}
-#: the userbuffers config a recipe states itself (plan `ub_config`, `userbuffers.RECIPES`),
-#: by the row's locator: the DGX Cloud GPT-3 175B recipe's `ub_tp_comm_overlap_cfg`
-#: (NVIDIA/dgxc-benchmarking nemo_megatron/gpt3_175b_hydra.yaml); other rows take the
-#: config NeMo ships for their (hidden, TP)
-UB_CONFIG_BY_LOCATOR = {"nemo_megatron/README_175b.md": "dgxc-gpt3-175b"}
-#: rows whose recipe leaves Megatron-Core's `cross_entropy_loss_fusion` at its default, off
-#: (`model_parallel_config.py`; plan `loss_fusion=False`), by locator: the DGX Cloud GPT-3 175B recipe
-#: (dgxc-benchmarking nemo_megatron/gpt3_175b_hydra.yaml, no such key; its Nemotron-4
-#: recipes set it true) and the NeMo 24.07 table rows whose NeMo-Framework-Launcher recipe
-#: has no such key (conf/training/gpt3/5b_fp8_performance.yaml, 20b_fp8_performance.yaml,
-#: 175b_fp8_performance.yaml, nemotron/nemotron_8b.yaml, nemotron_22b.yaml,
-#: llama/llama3_8b.yaml; llama2_7b, llama3_70b, llama3_1_* and nemotron_340b set it true;
-#: llama2_13b / 70b were not checked and keep the fused default)
-UNFUSED_LOSS = re.compile(
-    r"^nemo_megatron/README_175b\.md|performance_summary\.md.*row "
-    r"'(GPT3-5B|GPT3-20B|GPT3-175B|Nemotron-8B|Nemotron-22B|LLAMA3-8B)'"
-)
 #: the built-in model of a mixture-of-experts row's model name, where normalising the names
 #: (`_moe_model`: lower case, no spaces, dashes or dots) does not find it
 MOE_MODELS = {
@@ -211,14 +191,6 @@ def _model(r: dict[str, str]) -> ModelSpec:
     return model_from_dict(data, f"row {r['row_id']}", r["model"])
 
 
-def _tp_overlap(r: dict[str, str]) -> bool:
-    stated = (r.get("tp_comm_overlap") or "").lower()
-    if stated.startswith(("yes", "no")):
-        return stated.startswith("yes")
-    for prefix, on in TP_OVERLAP_BY_LOCATOR.items():
-        if r["locator"].startswith(prefix):
-            return on
-    return "TP comm overlap" in r["framework"]
 
 
 def _moe_model(text: str) -> str | None:
@@ -324,11 +296,7 @@ def parse(r: dict[str, str]) -> Row | str:
         zero=zero,
         recompute=recompute,
         recompute_modules=modules,
-        tp_comm_overlap=_tp_overlap(r),
-        ub_config=next(
-            (n for p, n in UB_CONFIG_BY_LOCATOR.items() if r["locator"].startswith(p)), ""
-        ),
-        loss_fusion=UNFUSED_LOSS.search(r["locator"]) is None,
+        **recipe_settings(r),
         overlap_grad_reduce=not legacy or (zero == 3 and not deepspeed),
         overlap_param_gather=not legacy or zero == 3,
         flash_attention=not legacy,

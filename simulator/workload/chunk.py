@@ -38,6 +38,7 @@ class ChunkKey:
     embedding: bool
     output: bool
     forward: bool
+    defer_output_wgrad: bool = False
 
 
 def _dp_size(ctx: Ctx) -> int:
@@ -108,10 +109,13 @@ def output_fwd(blk: Block, ctx: Ctx, waits: tuple[int, ...] = (), prefix: str = 
     return blk.compute(f"{prefix}loss", *ctx.mem(T * 8), waits=(last,))
 
 
-def output_bwd(blk: Block, ctx: Ctx, waits: tuple[int, ...], prefix: str = "") -> tuple[int, ...]:
-    """The backward of `output_fwd`."""
+def output_bwd(
+    blk: Block, ctx: Ctx, waits: tuple[int, ...], prefix: str = "", defer: bool = False
+) -> tuple[int, ...]:
+    """The backward of `output_fwd`; with `defer` the output layer's weight gradient is
+    left to the pipeline flush (`deferred_wgrads`)."""
     ew.cross_entropy(blk, ctx, backward=True, waits=waits, prefix=prefix)
-    red = col_backward(blk, ctx, f"{prefix}output", ctx.vocab, ctx.h, "bf16")
+    red = col_backward(blk, ctx, f"{prefix}output", ctx.vocab, ctx.h, "bf16", wgrad=not defer)
     nbytes = ctx.T_sp * ctx.h * BF16 * 3
     blk.compute(f"{prefix}final_norm_bwd", *ctx.mem(nbytes), waits=red)
     return ()
@@ -176,7 +180,7 @@ def build_chunk(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Froz
     if key.output:
         if fsdp:
             waits = (_fsdp_gather(blk, ctx, "output", emb_params, -1),)
-        waits = output_bwd(blk, ctx, waits)
+        waits = output_bwd(blk, ctx, waits, defer=key.defer_output_wgrad)
         if ctx.model.mtp_layers:
             from lumos.simulator.workload.mtp import mtp_backward
 
@@ -237,4 +241,19 @@ def _build_tensorwise(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -
         _embedding_bwd(blk, ctx, waits)
         z3.reduce(blk, ctx, "embedding", emb, blk.last_compute)
         blk.mark("embedding", blk.last_compute)
+    return _finish(blk)
+
+
+def deferred_wgrads(ctx: Ctx, names: Names, count: int) -> Frozen:
+    """Megatron-Core's `defer_embedding_wgrad_compute` at the pipeline flush
+    (`finish_embedding_wgrad_compute`): the output layer's weight-gradient GEMM of `count`
+    micro-batches, each after its input's all-gather (sequence parallelism)."""
+    blk = Block(names)
+    T, h, v = ctx.T, ctx.h, ctx.vocab
+    for _ in range(count):
+        ag = -1
+        if ctx.sp:
+            src = blk.last_compute
+            ag = blk.coll("output.input_all_gather", TP_STREAM, ALL_GATHER, ctx.act_bytes, TP, src)
+        blk.compute("output.wgrad", *ctx.gemm(v, h, T, "bf16", True), waits=(ag,))
     return _finish(blk)

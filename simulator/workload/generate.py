@@ -40,7 +40,7 @@ from lumos.simulator.workload.block import (
     Frozen,
     Names,
 )
-from lumos.simulator.workload.chunk import ChunkKey, build_chunk
+from lumos.simulator.workload.chunk import ChunkKey, build_chunk, deferred_wgrads
 from lumos.simulator.workload.dims import BF16, Ctx
 from lumos.simulator.workload.plan import Coords, Layout, ParallelPlan, Recompute
 from lumos.simulator.workload.schedule import Step, stage_order
@@ -109,20 +109,21 @@ class Generator:
         chunks = plan.pp * plan.vp
         self.chunk_layers = plan.chunk_layers(model)  # uneven splits: `pipesplit`
         self.first_layer = [sum(self.chunk_layers[:v]) for v in range(chunks)]
-        self._blocks: dict[tuple[int, bool], Frozen] = {}
+        self._blocks: dict[tuple[int, bool, bool], Frozen] = {}
         self._small: dict[tuple[object, ...], Frozen] = {}
         self._pairs: dict[tuple[int, int], Frozen] = {}
 
     def vstage(self, stage: int, chunk: int) -> int:
         return chunk * self.plan.pp + stage
 
-    def block(self, stage: int, chunk: int, forward: bool) -> Frozen:
-        """The (shared) block of one pass of chunk `chunk` on `stage`."""
+    def block(self, stage: int, chunk: int, forward: bool, defer: bool = False) -> Frozen:
+        """The (shared) block of one pass of chunk `chunk` on `stage` (`defer`: the last
+        chunk's backward without the output layer's weight gradient)."""
         v = self.vstage(stage, chunk)
-        key = (v, forward)
+        key = (v, forward, defer)
         if key not in self._blocks:
             last = self.plan.pp * self.plan.vp - 1
-            ck = ChunkKey(self.chunk_layers[v], v == 0, v == last, forward)
+            ck = ChunkKey(self.chunk_layers[v], v == 0, v == last, forward, defer)
             self._blocks[key] = build_chunk(self.ctx, self.names, ck, self.first_layer[v])
         return self._blocks[key]
 
@@ -224,6 +225,8 @@ class Generator:
         reduces: list[int] = []
         grads: list[tuple[int, int, int, bool]] = []  # (block start, mark, params, experts)
         lv = plan.pp * plan.vp - 1
+        deferred = 0  # output-layer weight gradients left to the flush (last stage)
+        held: list[tuple[int, int, int, bool]] = []  # their bucket, reduced after them
         for unit in units(order, plan.pp, plan.a2a_overlap):
             if len(unit) == 2:  # Megatron-Core's combined 1F1B: a forward and a backward merged
                 (st, f_pos), (nxt, b_pos) = unit
@@ -232,7 +235,10 @@ class Generator:
             else:
                 ((st, pos),) = unit
                 passes = [(st, pos, "", "out")]
-                blk = self.block(stage, st.chunk, st.forward)
+                last_v = not st.forward and self.vstage(stage, st.chunk) == lv
+                defer = last_v and deferred < plan.defer_embedding_wgrad
+                deferred += defer
+                blk = self.block(stage, st.chunk, st.forward, defer)
             recvs: dict[str, list[int]] = {}
             for p_st, p_pos, head, _ in passes:
                 v = self.vstage(stage, p_st.chunk)
@@ -247,10 +253,22 @@ class Generator:
                 pieces.extra.extend((start + blk.marks[head], w) for w in waits)
             for p_st, p_pos, _, out_key in passes:
                 self._after_pass(pieces, c, (p_st, p_pos), (start, blk, out_key), last_bwd, grads)
+                if (
+                    deferred
+                    and grads
+                    and plan.overlap_grad_reduce
+                    and not p_st.forward
+                    and self.vstage(stage, p_st.chunk) == lv
+                ):
+                    held.append(grads.pop(0))  # the output layer's bucket waits for the flush
                 if plan.overlap_grad_reduce:
                     reduces += [self._grad_reduce(pieces, s + m, p, e) for s, m, p, e in grads]
                     grads.clear()
         end = pieces.last_compute()
+        if deferred:  # Megatron-Core's finish_embedding_wgrad_compute, before the reductions
+            pieces.add(deferred_wgrads(ctx, self.names, deferred), first_waits=[end])
+            end = pieces.last_compute()
+            grads = held + grads
         reduces += [self._grad_reduce(pieces, end, p, e) for _, _, p, e in grads]
         shared = self.model.tied_embeddings or self.model.mtp_layers > 0
         if shared and plan.pp > 1 and stage in (0, plan.pp - 1):

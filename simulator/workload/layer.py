@@ -245,11 +245,13 @@ def col_backward(
     dtype: str | None = None,
     gather: int = 0,
     waits: tuple[int, ...] = (),
+    wgrad: bool = True,
 ) -> tuple[int, ...]:
     """Backward of a column-parallel linear (fwd M=T, N=n, K=k). Megatron re-gathers the
     saved input (`gather` bytes a shard, default [T_sp, h]) while dgrad runs and reduces
     dgrad's output while wgrad runs; DTensor (torchtitan) saved the gathered input and
-    reduces after both GEMMs (`framework`). dgrad also waits for `waits`."""
+    reduces after both GEMMs (`framework`). dgrad also waits for `waits`. Without
+    `wgrad` (a deferred one, `deferred_wgrads`) neither the re-gather nor the wgrad runs."""
     T, t = ctx.T, ctx.plan.tp
     if dtype is None:  # a layer's linear (the output layer passes its dtype, no bias)
         _cast(blk, ctx, f"{name}.grad", T * n)
@@ -257,7 +259,7 @@ def col_backward(
     start = blk.last_compute
     overlap = ctx.fw.tp_backward_overlap
     ag = -1
-    if ctx.sp and overlap:
+    if ctx.sp and overlap and wgrad:
         size = _gather_bytes(ctx, gather or ctx.act_bytes, dtype)
         ag = blk.coll(f"{name}.input_all_gather", TP_STREAM, ALL_GATHER, size, TP, start)
     sms: tuple[int | None, int | None] = (None, None)
@@ -269,9 +271,9 @@ def col_backward(
     red: tuple[int, ...] = ()
     if t > 1 and overlap:
         red = (blk.coll(f"{name}.dgrad_reduce", TP_STREAM, kind, T * k * BF16, TP, dgrad),)
-    wgrad = _wgrad(blk, ctx, name, (n, k, T), dtype, sms[1], (ag,))
+    last = _wgrad(blk, ctx, name, (n, k, T), dtype, sms[1], (ag,)) if wgrad else dgrad
     if t > 1 and not overlap:
-        red = (blk.coll(f"{name}.dgrad_reduce", TP_STREAM, kind, T * k * BF16, TP, wgrad),)
+        red = (blk.coll(f"{name}.dgrad_reduce", TP_STREAM, kind, T * k * BF16, TP, last),)
     return red
 
 

@@ -99,8 +99,11 @@ def simulate_step(gen: Generator, system: SystemSpec) -> tuple[StepTiming, Gener
 def sample_counts(plan: ParallelPlan) -> tuple[int, int] | None:
     """The two micro-batch counts to simulate for `plan`, or None to simulate it in full.
 
-    None when the real count is no larger than the two samples together (no saving).
+    None when the real count is no larger than the two samples together (no saving), or
+    with deferred output-layer weight gradients (their count at the flush is capped).
     """
+    if plan.defer_embedding_wgrad:  # the flush's deferred GEMMs do not grow per round
+        return None
     if plan.vp == 1:
         m1, m2 = plan.pp, plan.pp + 1
     else:

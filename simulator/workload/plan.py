@@ -38,6 +38,9 @@ and `--pipeline-model-parallel-layout` do (`pipesplit`).
 overlap (`userbuffers.RECIPES`); empty: the one NeMo ships for the model's hidden size and TP.
 `loss_fusion` is Megatron-Core's `cross_entropy_loss_fusion`; False runs its unfused
 vocab-parallel cross-entropy (FP32 logits, six passes forward, two backward; `elementwise`).
+`defer_embedding_wgrad` is Megatron-Core's `defer_embedding_wgrad_compute` with
+`wgrad_deferral_limit`: the output layer's weight-gradient GEMMs of the first that many
+micro-batches run at the pipeline flush, after the last stage's last backward (0: none).
 """
 
 from __future__ import annotations
@@ -114,6 +117,7 @@ class ParallelPlan:
     pp_layout: str = ""
     ub_config: str = ""
     loss_fusion: bool = True
+    defer_embedding_wgrad: int = 0
 
     @property
     def selective_modules(self) -> frozenset[str]:
@@ -220,6 +224,11 @@ class ParallelPlan:
                 f"plan: fsdp_unit must be 'layer' or 'tensor', got {self.fsdp_unit!r}"
             )
         profile(self.framework)
+        if self.defer_embedding_wgrad < 0 or (self.defer_embedding_wgrad and self.a2a_overlap):
+            raise ConfigError(
+                "plan: defer_embedding_wgrad must be >= 0 (micro-batches; 0: none), and is "
+                "not modelled with a2a_overlap"
+            )
         if self.ub_config and self.ub_config not in RECIPES:
             raise ConfigError(
                 f"plan: ub_config must be '' (by GEMM shape) or one of {sorted(RECIPES)}, "

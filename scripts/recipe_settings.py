@@ -1,0 +1,71 @@
+"""What a published row's recipe sets for its software, beyond its own columns, by the
+row's locator (used by `validate_published.py`; split out of it to keep that module
+small). Each table names the recipe file it was read from; nothing here is fitted."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+#: the userbuffers config a recipe states itself (plan `ub_config`, `userbuffers.RECIPES`),
+#: by the row's locator: the DGX Cloud GPT-3 175B recipe's `ub_tp_comm_overlap_cfg`
+#: (NVIDIA/dgxc-benchmarking nemo_megatron/gpt3_175b_hydra.yaml); other rows take the
+#: config NeMo ships for their (hidden, TP)
+UB_CONFIG_BY_LOCATOR = {"nemo_megatron/README_175b.md": "dgxc-gpt3-175b"}
+#: TP-comm overlap read from the recipe config a shared row's locator names, where the
+#: row's framework string is silent: the DGX Cloud Nemotron-4 15B recipe runs with
+#: `ub_tp_comm_overlap: True` (NVIDIA/dgxc-benchmarking nemotron/nemotron4-15b-synth.yaml)
+TP_OVERLAP_BY_LOCATOR = {"nemotron/README_15b.md": True}
+#: rows whose recipe leaves Megatron-Core's `cross_entropy_loss_fusion` at its default, off
+#: (`model_parallel_config.py`; plan `loss_fusion=False`), by locator: the DGX Cloud GPT-3 175B recipe
+#: (dgxc-benchmarking nemo_megatron/gpt3_175b_hydra.yaml, no such key; its Nemotron-4
+#: recipes set it true) and the NeMo 24.07 table rows whose NeMo-Framework-Launcher recipe
+#: has no such key (conf/training/gpt3/5b_fp8_performance.yaml, 20b_fp8_performance.yaml,
+#: 175b_fp8_performance.yaml, nemotron/nemotron_8b.yaml, nemotron_22b.yaml,
+#: llama/llama3_8b.yaml; llama2_7b, llama3_70b, llama3_1_* and nemotron_340b set it true;
+#: llama2_13b / 70b were not checked and keep the fused default)
+UNFUSED_LOSS = re.compile(
+    r"^nemo_megatron/README_175b\.md|performance_summary\.md.*row "
+    r"'(GPT3-5B|GPT3-20B|GPT3-175B|Nemotron-8B|Nemotron-22B|LLAMA3-8B)'"
+)
+#: rows whose recipe defers the output layer's weight gradients to the pipeline flush
+#: (Megatron-Core `defer_embedding_wgrad_compute`, `wgrad_deferral_limit`; plan
+#: `defer_embedding_wgrad`), by locator, applied where the row is pipelined:
+#: NeMo-Framework-Launcher conf/training/llama/llama3_1_70b.yaml and llama3_70b.yaml (22),
+#: llama3_1_405b.yaml (50), nemotron/nemotron_340b.yaml (22) — the DGX Cloud 24.09 / 24.11
+#: recipes and the NeMo 24.07 table rows that load them
+DEFERRED_WGRAD = (
+    (re.compile(r"^llama3\.1/README_70b\.md|performance_summary\.md.*row 'LLAMA3-70B'"), 22),
+    (re.compile(r"^llama3\.1/README_405b\.md"), 50),
+    (re.compile(r"^nemotron/README_340b\.md|performance_summary\.md.*row 'Nemotron-340B'"), 22),
+)
+
+
+def _tp_overlap(r: dict[str, str]) -> bool:
+    stated = (r.get("tp_comm_overlap") or "").lower()
+    if stated.startswith(("yes", "no")):
+        return stated.startswith("yes")
+    for prefix, on in TP_OVERLAP_BY_LOCATOR.items():
+        if r["locator"].startswith(prefix):
+            return on
+    return "TP comm overlap" in r["framework"]
+
+
+def _deferred_wgrad(r: dict[str, str]) -> int:
+    """Micro-batches whose output-layer weight gradient the row's recipe defers to the
+    pipeline flush (`DEFERRED_WGRAD`); 0 unpipelined, where there is no flush to fill."""
+    if int(r["pp"]) < 2:
+        return 0
+    return next((n for pat, n in DEFERRED_WGRAD if pat.search(r["locator"])), 0)
+
+
+def recipe_settings(r: dict[str, str]) -> dict[str, Any]:
+    """The plan fields a row's recipe sets: its TP-comm overlap and userbuffers config,
+    its cross-entropy fusion and its deferred output-layer weight gradients."""
+    ub = next((n for p, n in UB_CONFIG_BY_LOCATOR.items() if r["locator"].startswith(p)), "")
+    return {
+        "tp_comm_overlap": _tp_overlap(r),
+        "ub_config": ub,
+        "loss_fusion": UNFUSED_LOSS.search(r["locator"]) is None,
+        "defer_embedding_wgrad": _deferred_wgrad(r),
+    }
