@@ -191,8 +191,6 @@ def _model(r: dict[str, str]) -> ModelSpec:
     return model_from_dict(data, f"row {r['row_id']}", r["model"])
 
 
-
-
 def _moe_model(text: str) -> str | None:
     """The built-in MoE model a row names (`MOE_MODELS`, else by normalised name)."""
     if text in MOE_MODELS:

@@ -48,3 +48,20 @@ def check_types(record: Any, enums: dict[str, type[Enum]], where: str) -> None:
             want = "one of " + ", ".join(str(e.value) for e in enum)
         if not ok:
             raise ConfigError(f"{where}: {f.name} must be {want}, got {value!r}")
+
+
+def check_recipe_fields(plan: Any) -> None:
+    """A plan's recipe settings: `defer_embedding_wgrad` >= 0 and not with `a2a_overlap`,
+    `ub_config` empty or a config `userbuffers.RECIPES` holds."""
+    from lumos.simulator.workload.userbuffers import RECIPES
+
+    if plan.defer_embedding_wgrad < 0 or (plan.defer_embedding_wgrad and plan.a2a_overlap):
+        raise ConfigError(
+            "plan: defer_embedding_wgrad must be >= 0 (micro-batches; 0: none), and is "
+            "not modelled with a2a_overlap"
+        )
+    if plan.ub_config and plan.ub_config not in RECIPES:
+        raise ConfigError(
+            f"plan: ub_config must be '' (by GEMM shape) or one of {sorted(RECIPES)}, "
+            f"got {plan.ub_config!r}"
+        )

@@ -52,10 +52,9 @@ from typing import Any
 from lumos.errors import ConfigError
 from lumos.limits import MAX_MICROBATCHES, MAX_RANKS
 from lumos.simulator.workload import pipesplit
-from lumos.simulator.workload.fieldtypes import check_types, is_int, whole
+from lumos.simulator.workload.fieldtypes import check_recipe_fields, check_types, is_int, whole
 from lumos.simulator.workload.framework import profile
 from lumos.simulator.workload.spec import ModelSpec
-from lumos.simulator.workload.userbuffers import RECIPES
 
 
 class Recompute(str, Enum):
@@ -224,16 +223,7 @@ class ParallelPlan:
                 f"plan: fsdp_unit must be 'layer' or 'tensor', got {self.fsdp_unit!r}"
             )
         profile(self.framework)
-        if self.defer_embedding_wgrad < 0 or (self.defer_embedding_wgrad and self.a2a_overlap):
-            raise ConfigError(
-                "plan: defer_embedding_wgrad must be >= 0 (micro-batches; 0: none), and is "
-                "not modelled with a2a_overlap"
-            )
-        if self.ub_config and self.ub_config not in RECIPES:
-            raise ConfigError(
-                f"plan: ub_config must be '' (by GEMM shape) or one of {sorted(RECIPES)}, "
-                f"got {self.ub_config!r}"
-            )
+        check_recipe_fields(self)
         self._check_modules()
         if self.zero == 3 and self.pp > 1:
             raise ConfigError("plan: zero 3 (FSDP) with pipeline parallelism is not modelled")
