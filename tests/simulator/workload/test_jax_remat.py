@@ -118,3 +118,23 @@ def test_unstated_recompute_is_none_unless_auto_is_asked_and_a_recipe_default_is
         rows_module.UNSTATED = Recompute.NONE
     assert script.dense_recompute("full") == (Recompute.FULL, "")
     assert script.dense_recompute("n/s") == (Recompute.NONE, "")
+
+
+def test_paxml_rows_take_shape_and_fsdp_mesh_from_the_recipe_config() -> None:
+    """The Paxml rows' shape is the config the recipe runs (`Synthetic5B` / `Synthetic175B`:
+    `GPT5BBase` 24 layers, 32 heads of 128, vocab 50304 from `GPT126MBase`; `GPT175BBase`
+    vocab 50257), not the README FLOP note's 51200; the FSDP group each row states is the
+    recipe's mesh (8 GPUs for 5B, 128 for 175B), which lumos runs as FSDP over all GPUs."""
+    script = script_module("validate_published")
+    rows = {k: r for k, r in _heldout2().items() if k.startswith("DGXC-Paxml")}
+    assert len(rows) == 13
+    for row_id, r in rows.items():
+        model = script.parse(r).model
+        big = "175B" in row_id
+        assert (model.layers, model.hidden, model.heads) == (
+            (96, 12288, 96) if big else (24, 4096, 32)
+        )
+        assert model.hidden // model.heads == 128
+        assert model.vocab == (50257 if big else 50304)
+        assert ("FSDP over 128 GPUs" if big else "FSDP over the 8 GPUs of a node") in r["zero_fsdp"]
+        assert "n/s" not in r["reliability"] and "assumed" not in r["reliability"]
