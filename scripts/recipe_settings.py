@@ -23,10 +23,13 @@ TP_OVERLAP_BY_LOCATOR = {"nemotron/README_15b.md": True}
 #: has no such key (conf/training/gpt3/5b_fp8_performance.yaml, 20b_fp8_performance.yaml,
 #: 175b_fp8_performance.yaml, nemotron/nemotron_8b.yaml, nemotron_22b.yaml,
 #: llama/llama3_8b.yaml; llama2_7b, llama3_70b, llama3_1_* and nemotron_340b set it true;
-#: llama2_13b / 70b were not checked and keep the fused default)
+#: llama2_13b / 70b were not checked and keep the fused default); the DGX Cloud Grok-1
+#: recipe (dgxc-benchmarking grok1/grok1_314b.yaml @ 35a9aecc: no such key, nor in
+#: grok1/configure.sh @ 143b90dd's overrides)
 UNFUSED_LOSS = re.compile(
     r"^nemo_megatron/README_175b\.md|performance_summary\.md.*row "
     r"'(GPT3-5B|GPT3-20B|GPT3-175B|Nemotron-8B|Nemotron-22B|LLAMA3-8B)'"
+    r"|dgxc-benchmarking grok1/README_314b\.md"
 )
 #: rows whose recipe defers the output layer's weight gradients to the pipeline flush
 #: (Megatron-Core `defer_embedding_wgrad_compute`, `wgrad_deferral_limit`; plan
@@ -39,6 +42,21 @@ DEFERRED_WGRAD = (
     (re.compile(r"^llama3\.1/README_405b\.md"), 50),
     (re.compile(r"^nemotron/README_340b\.md|performance_summary\.md.*row 'Nemotron-340B'"), 22),
 )
+
+#: rows whose recipe runs its experts as Megatron-Core's `SequentialMLP` (`moe_grouped_gemm:
+#: false`; plan `grouped_gemm="sequential"`), by locator: the DGX Cloud Grok-1 recipe
+#: (dgxc-benchmarking grok1/grok1_314b.yaml @ 35a9aecc `moe_grouped_gemm: false`, run in NeMo
+#: 24.09 / Megatron-Core 0.9: grok1/launch.sh @ 143b90dd `FW_VERSION=24.09`)
+SEQUENTIAL_EXPERTS = re.compile(r"dgxc-benchmarking grok1/README_314b\.md")
+
+
+def expert_gemms(r: dict[str, str], fused: tuple[str, ...]) -> str:
+    """How a MoE row's experts run (plan `grouped_gemm`): one grouped kernel where its
+    framework is one of `fused`, Megatron-Core's SequentialMLP where its recipe says so
+    (`SEQUENTIAL_EXPERTS`), else Transformer Engine's per-expert loop."""
+    if r["framework"].startswith(fused):
+        return "fused"
+    return "sequential" if SEQUENTIAL_EXPERTS.search(r["locator"]) else "te"
 
 
 def _tp_overlap(r: dict[str, str]) -> bool:

@@ -54,7 +54,7 @@ from lumos.simulator.workload.spec import ModelSpec, builtin_models, load_model,
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import recompute_rows
-from recipe_settings import recipe_settings
+from recipe_settings import expert_gemms, recipe_settings
 from recompute_rows import JAX_REMAT, dense_recompute, stated_recompute, unstated  # noqa: F401
 
 CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / "published_training_perf.csv"
@@ -252,7 +252,8 @@ def parse_moe(r: dict[str, str]) -> Row | str:
             recompute_modules=modules,
             a2a_overlap=overlap,
             dispatcher="flex" if flex else "alltoall",
-            grouped_gemm="fused" if r["framework"].startswith(FUSED_GROUPED_GEMM) else "te",
+            grouped_gemm=expert_gemms(r, FUSED_GROUPED_GEMM),
+            **recipe_settings(r),
         )
     except ConfigError as exc:
         return f"cannot express: {exc}"

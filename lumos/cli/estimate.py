@@ -112,11 +112,12 @@ COUNT = click.IntRange(min=1)
 )
 @click.option(
     "--grouped-gemm",
-    type=click.Choice(["te", "fused"]),
+    type=click.Choice(["te", "fused", "sequential"]),
     default="te",
     show_default=True,
-    help="Mixture of experts: expert GEMMs as Transformer Engine's per-expert loop (te) or "
-    "one grouped kernel (fused: CUTLASS gmm, torch._grouped_mm).",
+    help="Mixture of experts: expert GEMMs as Transformer Engine's per-expert loop (te), "
+    "one grouped kernel (fused: CUTLASS gmm, torch._grouped_mm) or Megatron-Core's "
+    "SequentialMLP (sequential: moe_grouped_gemm false).",
 )
 @click.option(
     "--a2a-overlap",

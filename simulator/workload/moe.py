@@ -92,16 +92,44 @@ def grouped_gemm(
     (Transformer Engine `GroupedLinear`: `general_grouped_gemm` issues one cuBLASLt GEMM
     per local expert from a host loop, `nvte_multi_stream_cublas_gemm`) the group is never
     faster than the host issuing it: `groups` x the kernel file's `grouped_gemm_expert_ns`
-    (the host cannot run ahead: dropless routing syncs it with the GPU every MoE layer)."""
+    (the host cannot run ahead: dropless routing syncs it with the GPU every MoE layer).
+    Under "sequential" (Megatron-Core's `SequentialMLP`) each expert's GEMM is its own
+    kernel: `groups` x one GEMM's time."""
     m, n, k = m_n_k
     dt = ctx.linear_dtype
     size = 1 if dt == "fp8" else BF16
     out = 8 if wgrad else BF16
     ns = ctx.km.gemm_ns(m, n, k, dt, batch=groups, out_bytes=out)
+    if _sequential(ctx):  # one MLP module per expert: its own GEMM kernels, one after another
+        ns = groups * ctx.km.gemm_ns(m, n, k, dt, out_bytes=out)
     if ctx.plan.grouped_gemm == "te":
         ns = max(ns, groups * ctx.km.physics.grouped_gemm_expert_ns)
     nbytes = groups * ((m * k + k * n) * size + m * n * out)
     return blk.compute(name, ns, 2.0 * m * n * k * groups, float(nbytes), waits=waits)
+
+
+def _sequential(ctx: Ctx) -> bool:
+    return ctx.plan.grouped_gemm == "sequential"
+
+
+def _sequential_copies(
+    blk: Block, ctx: Ctx, name: str, z: MoeSizes, passes: float, after: int
+) -> int:
+    """Megatron-Core 0.9's `SequentialMLP` (`moe_grouped_gemm` false; experts.py,
+    `SequentialMLP.forward`) gathers its experts' outputs into `output_local =
+    torch.zeros_like(permuted_local_hidden_states)` by `output_local[start:end] = output`
+    per local expert, and slices each expert's input `permuted_local_hidden_states[start:
+    end]`: memory-bound passes over the received rows (B = received x hidden BF16 bytes),
+    `passes` of them. Forward: the zero fill (B) and the copies (2B) = 3B. Backward, by
+    PyTorch's autograd (torch/csrc/autograd/functions/tensor.cpp `CopySlices`: each slice
+    assignment clones the whole incoming gradient, 2B, then clones, zeroes and copies its
+    slice, 5B/n; derivatives.yaml `slice` -> `slice_backward`: a zero-filled full-size
+    gradient and the slice copied in, B + 2B/n, per expert; the n input gradients summed,
+    3B each after the first): (2n + 5)B on the output side, (4n - 1)B on the input side."""
+    if not _sequential(ctx):
+        return after
+    nbytes = passes * z.received * ctx.h * BF16
+    return blk.compute(name, *ctx.mem(round(nbytes)), waits=(after,))
 
 
 def _cast(blk: Block, ctx: Ctx, name: str, elems: int) -> None:
@@ -131,8 +159,10 @@ def _pad(blk: Block, ctx: Ctx, name: str, z: MoeSizes, after: int) -> int:
     (multiples of 16): Megatron-Core's TEGroupedMLP copies the rows into a padded buffer
     before FC1 and back out after FC2 (`Fp8Padding` / `Fp8Unpadding`, TE's
     `fused_multi_row_padding`; skipped with `moe_router_padding_for_fp8`, default off), and
-    the reverse on the gradients: one read and one write of the received rows each."""
-    if ctx.linear_dtype != "fp8":
+    the reverse on the gradients: one read and one write of the received rows each.
+    Megatron-Core 0.9's `SequentialMLP` has no such padding (plan `grouped_gemm`
+    "sequential")."""
+    if ctx.linear_dtype != "fp8" or _sequential(ctx):
         return after
     return blk.compute(name, *ctx.mem(2 * z.received * ctx.h * BF16), waits=(after,))
 
@@ -183,6 +213,7 @@ def experts(blk: Block, ctx: Ctx, tag: str, a2a: int) -> int:
     grouped_gemm(blk, ctx, f"{name}.fc1", (z.per_expert, z.up, h), z.local_experts, waits=(got,))
     blk.compute(f"{name}.activation", *ctx.mem(z.received * (z.up + z.ffn) * BF16))
     out = grouped_gemm(blk, ctx, f"{name}.fc2", (z.per_expert, h, z.ffn), z.local_experts)
+    out = _sequential_copies(blk, ctx, f"{name}.experts_gather", z, 3, out)
     out = _sort(blk, ctx, f"{name}.unsort", z, _pad(blk, ctx, f"{name}.fp8_unpad", z, out))
     return _etp(blk, ctx, f"{name}.combine_reduce_scatter", REDUCE_SCATTER, z.routed, out)
 
@@ -249,8 +280,9 @@ def experts_bwd(blk: Block, ctx: Ctx, tag: str, a2a: int) -> int:
     got = _etp(blk, ctx, f"{name}.combine_bwd_all_gather", ALL_GATHER, z.routed, a2a)
     got = _sort(blk, ctx, f"{name}.unsort_bwd", z, got)
     got = _pad(blk, ctx, f"{name}.fp8_unpad_bwd", z, got)
-    _cast(blk, ctx, f"{name}.fc2.grad", z.received * h)
     e = z.local_experts
+    got = _sequential_copies(blk, ctx, f"{name}.experts_gather_bwd", z, 2 * e + 5, got)
+    _cast(blk, ctx, f"{name}.fc2.grad", z.received * h)
     if "moe_act" in ctx.plan.selective_modules:  # FC2's input re-computed, not kept
         nbytes = z.received * (z.up + z.ffn) * BF16
         blk.compute(f"{name}.activation.recompute", *ctx.mem(nbytes), waits=(got,))
@@ -260,6 +292,7 @@ def experts_bwd(blk: Block, ctx: Ctx, tag: str, a2a: int) -> int:
     _cast(blk, ctx, f"{name}.fc1.grad", z.received * z.up)
     grouped_gemm(blk, ctx, f"{name}.fc1.dgrad", (z.per_expert, h, z.up), e)
     out = grouped_gemm(blk, ctx, f"{name}.fc1.wgrad", (z.up, h, z.per_expert), e, wgrad=True)
+    out = _sequential_copies(blk, ctx, f"{name}.experts_slice_bwd", z, 4 * e - 1, out)
     out = _sort(blk, ctx, f"{name}.sort_bwd", z, _pad(blk, ctx, f"{name}.fp8_pad_bwd", z, out))
     return _etp(blk, ctx, f"{name}.dispatch_bwd_reduce_scatter", REDUCE_SCATTER, z.routed, out)
 

@@ -29,7 +29,9 @@ HybridEP: each token sent once per destination rank, permuted there; `moe`).
 `GroupedLinear`, Megatron-Core's `TEGroupedMLP`: one cuBLASLt GEMM per local expert, issued
 by the host in a loop) or `fused` (one grouped kernel for all local experts: grouped_gemm's
 CUTLASS `gmm` or `torch._grouped_mm`, as NeMo AutoModel's `GroupedExpertsDeepEP` and
-Megatron-Core's legacy `GroupedMLP` run them; `moe.grouped_gemm`).
+Megatron-Core's legacy `GroupedMLP` run them; `moe.grouped_gemm`) or `sequential`
+(`moe_grouped_gemm` false: Megatron-Core 0.9's `SequentialMLP`, one MLP module per local
+expert, its outputs copied into a zero-filled buffer; `moe._sequential_copies`).
 `first_stage_layers`, `last_stage_layers`, `embedding_in_split`, `loss_in_split` and
 `pp_layout` place decoder layers unevenly over the pipeline, as Megatron-Core's
 `--decoder-first/last-pipeline-num-layers`, `--account-for-embedding/loss-in-pipeline-split`
@@ -300,9 +302,10 @@ class ParallelPlan:
             raise ConfigError(
                 f"plan: dispatcher must be 'alltoall' or 'flex', got {self.dispatcher!r}"
             )
-        if self.grouped_gemm not in ("te", "fused"):
+        if self.grouped_gemm not in ("te", "fused", "sequential"):
             raise ConfigError(
-                f"plan: grouped_gemm must be 'te' or 'fused', got {self.grouped_gemm!r}"
+                "plan: grouped_gemm must be 'te', 'fused' or 'sequential', "
+                f"got {self.grouped_gemm!r}"
             )
         if self.dispatcher == "flex" and (self.ep == 1 or self.expert_tp > 1):
             raise ConfigError(

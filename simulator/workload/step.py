@@ -238,7 +238,8 @@ def estimate(
 MOE_ASSUMPTION = (
     "mixture of experts as Megatron-Core: all-to-all token dispatcher on the EP group, "
     "balanced routing, grouped expert GEMMs (Transformer Engine's per-expert cuBLASLt loop, "
-    "never faster than its host issues it, unless grouped_gemm='fused'), BF16 dispatch; "
+    "never faster than its host issues it, unless grouped_gemm='fused'; 'sequential': "
+    "SequentialMLP's per-expert GEMMs and output copies), BF16 dispatch; "
     "all-to-alls overlapped with the "
     "other micro-batch's compute only with a2a_overlap"
 )

@@ -160,3 +160,31 @@ def test_te_grouped_gemm_is_never_faster_than_its_per_expert_host_loop() -> None
         assert all(te[k] == fused[k] for k in te if k not in gemm)
     with pytest.raises(Exception, match="grouped_gemm"):
         _plan(grouped_gemm="cutlass")
+
+
+def test_sequential_mlp_zero_fills_and_copies_its_experts_rows() -> None:
+    """Megatron-Core 0.9's SequentialMLP (`moe_grouped_gemm` false, plan
+    `grouped_gemm="sequential"`) writes its experts' outputs into a zero-filled buffer by
+    slice assignment and slices each expert's input: with n = 2 local experts (8 over EP 4)
+    and B = 32 received rows x 64 x 2 bytes, forward 3B (zero fill, copies), backward (2n +
+    5)B for the slice assignments' gradient (autograd's CopySlices) and (4n - 1)B for the
+    input slices' (zero-filled full-size gradients, summed); each expert's GEMM its own
+    kernel; no FP8 row padding (capacity-padded rows). The TE grouped path has none of it."""
+    b = 32 * 64 * 2
+    seq = _nodes(_gen(_plan(grouped_gemm="sequential")), True)
+    assert seq["layer0.moe.experts_gather"][0] == 3 * b
+    back = _nodes(_gen(_plan(grouped_gemm="sequential")), False)
+    assert back["layer0.moe.experts_gather_bwd"][0] == 9 * b
+    assert back["layer0.moe.experts_slice_bwd"][0] == 7 * b
+    assert back["layer0.moe.experts_gather_bwd"][1] < back["layer0.moe.fc2.dgrad"][1]
+    assert back["layer0.moe.experts_slice_bwd"][1] > back["layer0.moe.fc1.wgrad"][1]
+    te = {**_nodes(_gen(_plan()), True), **_nodes(_gen(_plan()), False)}
+    assert not any("experts_" in k for k in te)
+    km = KernelModel.for_gpu(load_system("h100").gpu)
+    one = km.gemm_ns(32 // 2, 2 * 32, 64, "bf16", out_bytes=2)
+    assert _durations(_gen(_plan(grouped_gemm="sequential")), True)[
+        "layer0.moe.fc1"
+    ] == pytest.approx(2 * one, abs=1)
+    fp8 = _nodes(_gen(_plan(grouped_gemm="sequential", precision="fp8")), True)
+    assert "layer0.moe.fp8_pad" not in fp8
+    assert "layer0.moe.fp8_pad" in _nodes(_gen(_plan(precision="fp8")), True)
