@@ -120,16 +120,27 @@ def _sequential_copies(
     torch.zeros_like(permuted_local_hidden_states)` by `output_local[start:end] = output`
     per local expert, and slices each expert's input `permuted_local_hidden_states[start:
     end]`: memory-bound passes over the received rows (B = received x hidden BF16 bytes),
-    `passes` of them. Forward: the zero fill (B) and the copies (2B) = 3B. Backward, by
-    PyTorch's autograd (torch/csrc/autograd/functions/tensor.cpp `CopySlices`: each slice
-    assignment clones the whole incoming gradient, 2B, then clones, zeroes and copies its
-    slice, 5B/n; derivatives.yaml `slice` -> `slice_backward`: a zero-filled full-size
-    gradient and the slice copied in, B + 2B/n, per expert; the n input gradients summed,
-    3B each after the first): (2n + 5)B on the output side, (4n - 1)B on the input side."""
-    if not _sequential(ctx):
+    `passes` of them (`sequential_passes`)."""
+    if not _sequential(ctx) or passes == 0:
         return after
     nbytes = passes * z.received * ctx.h * BF16
     return blk.compute(name, *ctx.mem(round(nbytes)), waits=(after,))
+
+
+def sequential_passes(n: int) -> tuple[float, float, float]:
+    """Passes over B of SequentialMLP's copies with `n` local experts: (forward, the
+    output slice assignments' gradient, the input slices' gradient), as PyTorch's autograd
+    runs them (counted with its profiler: scripts/sequential_mlp_bytes.py). Forward: the
+    zero fill and the copies, 3. Backward, n > 1: each slice assignment's `CopySlices`
+    (torch/csrc/autograd/functions/tensor.cpp) copies the whole incoming gradient (2) and
+    clones its slice (2/n), all but the first also zeroing and re-copying it (3/n):
+    2n + 2 + 3(n - 1)/n; each input slice's `slice_backward` (derivatives.yaml) fills a
+    full-size zero gradient and copies its slice in (1 + 2/n), the n summed (3 each after
+    the first): 4n - 1. With one expert the slices span the whole tensor and indexing
+    returns the tensor itself: the assignment is a plain `copy_` (no CopySlices), 0 and 3."""
+    if n == 1:
+        return 3.0, 0.0, 3.0
+    return 3.0, 2 * n + 2 + 3 * (n - 1) / n, 4.0 * n - 1
 
 
 def _cast(blk: Block, ctx: Ctx, name: str, elems: int) -> None:
@@ -213,7 +224,8 @@ def experts(blk: Block, ctx: Ctx, tag: str, a2a: int) -> int:
     grouped_gemm(blk, ctx, f"{name}.fc1", (z.per_expert, z.up, h), z.local_experts, waits=(got,))
     blk.compute(f"{name}.activation", *ctx.mem(z.received * (z.up + z.ffn) * BF16))
     out = grouped_gemm(blk, ctx, f"{name}.fc2", (z.per_expert, h, z.ffn), z.local_experts)
-    out = _sequential_copies(blk, ctx, f"{name}.experts_gather", z, 3, out)
+    passes = sequential_passes(z.local_experts)[0]
+    out = _sequential_copies(blk, ctx, f"{name}.experts_gather", z, passes, out)
     out = _sort(blk, ctx, f"{name}.unsort", z, _pad(blk, ctx, f"{name}.fp8_unpad", z, out))
     return _etp(blk, ctx, f"{name}.combine_reduce_scatter", REDUCE_SCATTER, z.routed, out)
 
@@ -281,7 +293,8 @@ def experts_bwd(blk: Block, ctx: Ctx, tag: str, a2a: int) -> int:
     got = _sort(blk, ctx, f"{name}.unsort_bwd", z, got)
     got = _pad(blk, ctx, f"{name}.fp8_unpad_bwd", z, got)
     e = z.local_experts
-    got = _sequential_copies(blk, ctx, f"{name}.experts_gather_bwd", z, 2 * e + 5, got)
+    _, gather_bwd, slice_bwd = sequential_passes(e)
+    got = _sequential_copies(blk, ctx, f"{name}.experts_gather_bwd", z, gather_bwd, got)
     _cast(blk, ctx, f"{name}.fc2.grad", z.received * h)
     if "moe_act" in ctx.plan.selective_modules:  # FC2's input re-computed, not kept
         nbytes = z.received * (z.up + z.ffn) * BF16
@@ -292,7 +305,7 @@ def experts_bwd(blk: Block, ctx: Ctx, tag: str, a2a: int) -> int:
     _cast(blk, ctx, f"{name}.fc1.grad", z.received * z.up)
     grouped_gemm(blk, ctx, f"{name}.fc1.dgrad", (z.per_expert, h, z.up), e)
     out = grouped_gemm(blk, ctx, f"{name}.fc1.wgrad", (z.up, h, z.per_expert), e, wgrad=True)
-    out = _sequential_copies(blk, ctx, f"{name}.experts_slice_bwd", z, 4 * e - 1, out)
+    out = _sequential_copies(blk, ctx, f"{name}.experts_slice_bwd", z, slice_bwd, out)
     out = _sort(blk, ctx, f"{name}.sort_bwd", z, _pad(blk, ctx, f"{name}.fp8_pad_bwd", z, out))
     return _etp(blk, ctx, f"{name}.dispatch_bwd_reduce_scatter", REDUCE_SCATTER, z.routed, out)
 

@@ -13,6 +13,7 @@ from lumos.simulator.workload import ParallelPlan
 from lumos.simulator.workload.generate import Generator
 from lumos.simulator.workload.spec import ModelSpec, model_from_dict
 from lumos.simulator.workload.step import plan_memory
+from tests.conftest import script_module
 
 SMALL = {
     "layers": 2,
@@ -166,25 +167,40 @@ def test_sequential_mlp_zero_fills_and_copies_its_experts_rows() -> None:
     """Megatron-Core 0.9's SequentialMLP (`moe_grouped_gemm` false, plan
     `grouped_gemm="sequential"`) writes its experts' outputs into a zero-filled buffer by
     slice assignment and slices each expert's input: with n = 2 local experts (8 over EP 4)
-    and B = 32 received rows x 64 x 2 bytes, forward 3B (zero fill, copies), backward (2n +
-    5)B for the slice assignments' gradient (autograd's CopySlices) and (4n - 1)B for the
-    input slices' (zero-filled full-size gradients, summed); each expert's GEMM its own
-    kernel; no FP8 row padding (capacity-padded rows). The TE grouped path has none of it."""
+    and B = 32 received rows x 64 x 2 bytes, forward 3B (zero fill, copies), backward
+    (2n + 2 + 3(n-1)/n)B for the slice assignments' gradient (autograd's CopySlices) and
+    (4n - 1)B for the input slices'; with one local expert (EP 8) the slices are the whole
+    tensor: no CopySlices, 3B. Each expert's GEMM its own kernel; no FP8 row padding
+    (capacity-padded rows). The TE grouped path has none of it."""
     b = 32 * 64 * 2
     seq = _nodes(_gen(_plan(grouped_gemm="sequential")), True)
     assert seq["layer0.moe.experts_gather"][0] == 3 * b
     back = _nodes(_gen(_plan(grouped_gemm="sequential")), False)
-    assert back["layer0.moe.experts_gather_bwd"][0] == 9 * b
+    assert back["layer0.moe.experts_gather_bwd"][0] == 7.5 * b
     assert back["layer0.moe.experts_slice_bwd"][0] == 7 * b
     assert back["layer0.moe.experts_gather_bwd"][1] < back["layer0.moe.fc2.dgrad"][1]
     assert back["layer0.moe.experts_slice_bwd"][1] > back["layer0.moe.fc1.wgrad"][1]
+    one_expert = _nodes(_gen(_plan(ep=8, dp=8, grouped_gemm="sequential")), False)
+    assert "layer0.moe.experts_gather_bwd" not in one_expert
+    assert one_expert["layer0.moe.experts_slice_bwd"][0] == 3 * b
     te = {**_nodes(_gen(_plan()), True), **_nodes(_gen(_plan()), False)}
     assert not any("experts_" in k for k in te)
     km = KernelModel.for_gpu(load_system("h100").gpu)
     one = km.gemm_ns(32 // 2, 2 * 32, 64, "bf16", out_bytes=2)
-    assert _durations(_gen(_plan(grouped_gemm="sequential")), True)[
-        "layer0.moe.fc1"
-    ] == pytest.approx(2 * one, abs=1)
+    fc1 = _durations(_gen(_plan(grouped_gemm="sequential")), True)["layer0.moe.fc1"]
+    assert fc1 == pytest.approx(2 * one, abs=1)
     fp8 = _nodes(_gen(_plan(grouped_gemm="sequential", precision="fp8")), True)
     assert "layer0.moe.fp8_pad" not in fp8
     assert "layer0.moe.fp8_pad" in _nodes(_gen(_plan(precision="fp8")), True)
+
+
+def test_sequential_mlp_passes_are_what_pytorch_autograd_runs() -> None:
+    """`moe.sequential_passes` against PyTorch's own profiler on the SequentialMLP pattern
+    (scripts/sequential_mlp_bytes.py): forward and backward passes for 1, 2, 4, 8 experts."""
+    pytest.importorskip("torch")
+    from lumos.simulator.workload.moe import sequential_passes
+
+    counter = script_module("sequential_mlp_bytes")
+    for n in (1, 2, 4, 8):
+        f, g, s = sequential_passes(n)
+        assert counter.count(n) == pytest.approx((f, g + s))
