@@ -77,13 +77,23 @@ def _deferred_wgrad(r: dict[str, str]) -> int:
     return next((n for pat, n in DEFERRED_WGRAD if pat.search(r["locator"])), 0)
 
 
+#: Transformer Engine's attention backend where a row's recipe disables cuDNN fused attention
+#: (`NVTE_FUSED_ATTN=0` in its notes, e.g. dgxc-benchmarking grok1/configure.sh @ 143b90dd):
+#: TE then selects flash-attn (TE's `get_attention_backend`, "Disabling FusedAttention due to
+#: NVTE_FUSED_ATTN=0 ... Selected backend = FlashAttention (2.x)"); FlashAttention-3 was not
+#: in NVIDIA's containers then (bionemo-recipes#735, 2025-03: install it by hand), so FA2
+FUSED_ATTN_OFF = re.compile(r"NVTE_FUSED_ATTN=0")
+
+
 def recipe_settings(r: dict[str, str]) -> dict[str, Any]:
     """The plan fields a row's recipe sets: its TP-comm overlap and userbuffers config,
-    its cross-entropy fusion and its deferred output-layer weight gradients."""
+    its cross-entropy fusion, its deferred output-layer weight gradients and its attention
+    kernel."""
     ub = next((n for p, n in UB_CONFIG_BY_LOCATOR.items() if r["locator"].startswith(p)), "")
     return {
         "tp_comm_overlap": _tp_overlap(r),
         "ub_config": ub,
         "loss_fusion": UNFUSED_LOSS.search(r["locator"]) is None,
         "defer_embedding_wgrad": _deferred_wgrad(r),
+        "attention_kernel": "fa2" if FUSED_ATTN_OFF.search(r.get("notes", "")) else "",
     }

@@ -52,6 +52,7 @@ def check_types(record: Any, enums: dict[str, type[Enum]], where: str) -> None:
 
 def check_recipe_fields(plan: Any) -> None:
     """A plan's recipe settings: `defer_embedding_wgrad` >= 0 and not with `a2a_overlap`,
+    `attention_kernel` '' (the framework's), `cudnn` or `fa2`,
     `ub_config` empty or a config `userbuffers.RECIPES` holds."""
     from lumos.simulator.workload.userbuffers import RECIPES
 
@@ -59,6 +60,10 @@ def check_recipe_fields(plan: Any) -> None:
         raise ConfigError(
             "plan: defer_embedding_wgrad must be >= 0 (micro-batches; 0: none), and is "
             "not modelled with a2a_overlap"
+        )
+    if plan.attention_kernel not in ("", "cudnn", "fa2"):
+        raise ConfigError(
+            f"plan: attention_kernel must be '', 'cudnn' or 'fa2', got {plan.attention_kernel!r}"
         )
     if plan.ub_config and plan.ub_config not in RECIPES:
         raise ConfigError(

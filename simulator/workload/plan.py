@@ -43,6 +43,7 @@ vocab-parallel cross-entropy (FP32 logits, six passes forward, two backward; `el
 `defer_embedding_wgrad` is Megatron-Core's `defer_embedding_wgrad_compute` with
 `wgrad_deferral_limit`: the output layer's weight-gradient GEMMs of the first that many
 micro-batches run at the pipeline flush, after the last stage's last backward (0: none).
+`attention_kernel`: '' (the framework's), `cudnn` or `fa2` (`framework.ATTENTION`).
 """
 
 from __future__ import annotations
@@ -119,6 +120,7 @@ class ParallelPlan:
     ub_config: str = ""
     loss_fusion: bool = True
     defer_embedding_wgrad: int = 0
+    attention_kernel: str = ""
 
     @property
     def selective_modules(self) -> frozenset[str]:
