@@ -20,6 +20,7 @@ from lumos.simulator.workload.framework import ATTENTION, EAGER, PROFILES
 from lumos.simulator.workload.generate import Generator
 from lumos.simulator.workload.spec import ModelSpec, model_from_dict
 from lumos.simulator.workload.step import plan_memory
+from tests.simulator.workload.passes import node_value, stage0_pass
 
 KM = KernelModel.for_gpu(load_system("h100").gpu)
 #: a 2-layer Llama-shaped model (RMSNorm, SwiGLU, RoPE, GQA 4:1), small enough to read
@@ -42,17 +43,10 @@ TINY = model_from_dict(
 
 def _pass(plan: ParallelPlan, forward: bool, model: ModelSpec = TINY) -> dict[str, np.ndarray]:
     """One chunk pass of stage 0: node names and columns."""
-    gen = Generator(model, plan, KM)
-    blk = gen.block(0, 0, forward)
-    out = dict(blk.cols)
-    out["name"] = np.asarray(gen.names.as_list())[blk.name]
-    return out
+    return stage0_pass(model, plan, KM, forward)
 
 
-def _node(cols: dict[str, np.ndarray], name: str, col: str = "dur") -> float:
-    mask = cols["name"] == name
-    assert mask.sum() == 1, name
-    return float(cols[col][mask][0])
+_node = node_value
 
 
 def test_megatron_is_the_default_and_kept_in_the_plan_json() -> None:

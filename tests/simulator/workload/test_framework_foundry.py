@@ -15,8 +15,8 @@ from lumos.simulator.costmodel.kernels import KernelModel
 from lumos.simulator.workload import ParallelPlan, Precision
 from lumos.simulator.workload.block import DP_STREAM
 from lumos.simulator.workload.framework import ATTENTION, FUSED_LOSS_BYTES, PROFILES
-from lumos.simulator.workload.generate import Generator
 from lumos.simulator.workload.spec import ModelSpec, model_from_dict
+from tests.simulator.workload.passes import node_value, stage0_pass
 
 KM = KernelModel.for_gpu(load_system("h100").gpu)
 MPT = model_from_dict(
@@ -39,17 +39,10 @@ T, H, FFN, V = 2048, 1024, 4096, 50368
 
 def _pass(plan: ParallelPlan, forward: bool, model: ModelSpec = MPT) -> dict[str, np.ndarray]:
     """One chunk pass of stage 0 (the whole model: embedding, layers, loss)."""
-    gen = Generator(model, plan, KM)
-    blk = gen.block(0, 0, forward)
-    out = dict(blk.cols)
-    out["name"] = np.asarray(gen.names.as_list())[blk.name]
-    return out
+    return stage0_pass(model, plan, KM, forward)
 
 
-def _node(cols: dict[str, np.ndarray], name: str, col: str = "dur") -> float:
-    mask = cols["name"] == name
-    assert mask.sum() == 1, name
-    return float(cols[col][mask][0])
+_node = node_value
 
 
 def _plans(**kw: object) -> tuple[ParallelPlan, ParallelPlan]:
