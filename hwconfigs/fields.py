@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
 import yaml
 
 from lumos.errors import ConfigError
@@ -108,27 +109,51 @@ def config_file(path: Path, what: str) -> Path:
         raise ConfigError(f"{path}: is a folder, not a {what} file")
     if not stat.S_ISREG(st.st_mode):
         raise ConfigError(f"{path}: is a device, FIFO or socket, not a {what} file")
-    MAX_CONFIG_BYTES.check(st.st_size, f"{path}: size of a YAML config (bytes)")
+    MAX_CONFIG_BYTES.check(st.st_size, f"{path}: size of a {what} (bytes)")
     return path
 
 
-def read_yaml(path: Path) -> dict[str, Any]:
-    """The mapping a YAML config holds. Raises ConfigError naming `path` (not a regular
-    file, unreadable, not UTF-8, invalid YAML, not a mapping), ResourceLimitError past
-    `LUMOS_MAX_CONFIG_BYTES` (checked before it is read, and again on what was read)."""
+def _config_bytes(path: Path, what: str) -> bytes:
+    """The bytes of config `path`: `config_file`'s checks, then the size cap again on what
+    was read (a file may grow, or report no size). Raises ConfigError naming `path` (also
+    when it cannot be read), ResourceLimitError past `LUMOS_MAX_CONFIG_BYTES`."""
+    config_file(path, what)
     try:
-        config_file(path, "YAML config")
         raw = path.read_bytes()
-        MAX_CONFIG_BYTES.check(len(raw), f"{path}: size of a YAML config (bytes)")
-        data = load_yaml(raw.decode())
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    MAX_CONFIG_BYTES.check(len(raw), f"{path}: size of a {what} (bytes)")
+    return raw
+
+
+def read_yaml(path: Path, what: str = "YAML config") -> dict[str, Any]:
+    """The mapping a YAML config holds (`what` names it in errors). Raises ConfigError
+    naming `path` (not a regular file, unreadable, not UTF-8, invalid YAML, not a mapping),
+    ResourceLimitError past `LUMOS_MAX_CONFIG_BYTES` (checked before it is read, and again
+    on what was read)."""
+    raw = _config_bytes(path, what)
+    try:
+        data = load_yaml(raw.decode())
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
     except RecursionError:
         raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def read_json(path: Path, what: str = "JSON config") -> dict[str, Any]:
+    """The mapping a JSON config holds (orjson), with `read_yaml`'s file checks and caps.
+    Raises ConfigError naming `path` (also for invalid JSON or a top level that is not a
+    mapping), ResourceLimitError past `LUMOS_MAX_CONFIG_BYTES`."""
+    raw = _config_bytes(path, what)
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: invalid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return data

@@ -26,10 +26,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from lumos.errors import ConfigError
-from lumos.hwconfigs.fields import REQUIRED, config_file, fields, flag, read_yaml
+from lumos.hwconfigs.fields import REQUIRED, fields, flag, read_json, read_yaml
 from lumos.limits import MAX_LAYERS
 
 BUILTIN = Path(__file__).with_name("models.yaml")
@@ -320,27 +318,13 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
         or "/" in text
         or path.is_file()
     ):
-        config_file(path, "model spec")
-        data = read_json(path) if path.suffix.lower() == ".json" else read_yaml(path)
-        return model_from_dict(data, str(path), _file_name(path))
+        reader = read_json if path.suffix.lower() == ".json" else read_yaml
+        return model_from_dict(reader(path, "model spec"), str(path), _file_name(path))
     table = read_yaml(BUILTIN)
     key = text.lower()
     if key not in table:
         raise ConfigError(f"unknown model {text!r}; built-ins: {', '.join(sorted(table))}")
     return model_from_dict(table[key], f"{BUILTIN.name}: {key}", key)
-
-
-def read_json(path: Path) -> dict[str, Any]:
-    """A JSON file's top-level mapping (orjson). Raises ConfigError naming the file."""
-    try:
-        data = orjson.loads(path.read_bytes())
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
-    except orjson.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: invalid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    return data
 
 
 def _file_name(path: Path) -> str:
