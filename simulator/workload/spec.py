@@ -137,6 +137,12 @@ class ModelSpec:
         bias = self.moe_ffn * (2 if self.gated else 1) + self.hidden if self.bias else 0
         return up + self.moe_ffn * self.hidden + bias
 
+    def moe_layer_params(self, active: bool = False) -> int:
+        """Weights of one MoE layer: `moe_dense_params` and its routed experts (`active`:
+        only the `top_k` one token uses)."""
+        routed = (self.top_k if active else self.experts) * self.expert_params()
+        return self.moe_dense_params() + routed
+
     def moe_dense_params(self) -> int:
         """Weights of one MoE layer outside its routed experts: attention, norms, router,
         shared expert."""
@@ -195,8 +201,7 @@ class ModelSpec:
         extra = 2 * h * h + 3 * h * (2 if self.norm is Norm.LAYERNORM else 1)
         if not self.is_moe_layer(self.layers):
             return self.layer_params() + extra
-        routed = (self.top_k if active else self.experts) * self.expert_params()
-        return self.moe_dense_params() + routed + extra
+        return self.moe_layer_params(active) + extra
 
     def mtp_params(self, active: bool = False) -> int:
         """All multi-token-prediction weights (0 without MTP); `active` adds the output
@@ -216,10 +221,7 @@ class ModelSpec:
         `top_k` routed experts of each MoE layer, not all `experts`)."""
         final_norm = self.hidden * (2 if self.norm is Norm.LAYERNORM else 1)
         moe = self.moe_layers
-        per_moe = self.moe_dense_params() + (self.top_k if active else self.experts) * (
-            self.expert_params()
-        )
-        layers = (self.layers - moe) * self.layer_params() + moe * per_moe
+        layers = (self.layers - moe) * self.layer_params() + moe * self.moe_layer_params(active)
         return layers + self.embedding_params() + final_norm
 
 
