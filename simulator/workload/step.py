@@ -21,7 +21,7 @@ from lumos.hwconfigs.load import load_system
 from lumos.hwconfigs.schema import SystemSpec
 from lumos.limits import MAX_ET_NODES, MAX_NODES
 from lumos.simulator.costmodel.kernels import KernelModel
-from lumos.simulator.costmodel.stragglers import slowest_gpu, slowest_gpu_fraction
+from lumos.simulator.costmodel.stragglers import slowest_gpu
 from lumos.simulator.workload.autorecompute import AutoRecompute, choose_recompute
 from lumos.simulator.workload.breakdown import Breakdown
 from lumos.simulator.workload.generate import GeneratedStep, Generator
@@ -134,10 +134,8 @@ def generate(
     Raises ConfigError for a plan the model cannot take or unknown model/hardware.
     """
     spec, system = _resolve(model, hw, None, plan.world)
-    km0 = KernelModel.for_gpu(system.gpu, physics)
-    km = KernelModel(km0.gpu, slowest_gpu(km0.physics, plan.world))
-    if plan.recompute is Recompute.AUTO:
-        plan, _ = choose_recompute(spec, plan, km)
+    _, km = _job_kernels(system, physics, plan.world)
+    plan, _ = _resolved_recompute(spec, plan, km)
     return Generator(spec, plan, km).step()
 
 
@@ -178,11 +176,8 @@ def estimate(
     spec, system = _resolve(model, hw, gpus, plan.world)
     if plan.precision is Precision.FP8 and not system.gpu.peak_fp8_tflops:
         raise ConfigError(f"{system.gpu.name} has no FP8 tensor cores; use --precision bf16")
-    km0 = KernelModel.for_gpu(system.gpu, physics)
-    km = KernelModel(km0.gpu, slowest_gpu(km0.physics, plan.world))
-    auto = None
-    if plan.recompute is Recompute.AUTO:  # the least recomputation that fits (memory only)
-        plan, auto = choose_recompute(spec, plan, km)
+    mean, km = _job_kernels(system, physics, plan.world)
+    plan, auto = _resolved_recompute(spec, plan, km)
     gen = Generator(spec, plan, km)
     try:
         if exact or et_dir is not None or sample_counts(plan) is None:
@@ -225,7 +220,7 @@ def estimate(
         per_rank_s={r: t / 1e9 for r, t in timing.per_rank_ns.items()},
         assumptions=[
             *ASSUMPTIONS,
-            _straggler_assumption(km0.physics, plan.world),
+            _straggler_assumption(mean, km.physics, plan.world),
             *_zero3_assumption(plan),
             *([MOE_ASSUMPTION, MOE_ACCURACY] if spec.moe else []),
             *filter(None, [lenient_note(plan, spec.layers)]),
@@ -253,12 +248,34 @@ MOE_ACCURACY = (
 )
 
 
-def _straggler_assumption(physics: KernelPhysics, gpus: int) -> str:
-    fraction = slowest_gpu_fraction(physics, gpus)
+def _job_kernels(
+    system: SystemSpec, physics: KernelPhysics | None, gpus: int
+) -> tuple[KernelPhysics, KernelModel]:
+    """The kernel physics of `system`'s GPU (or `physics`) as its file describes them, and
+    the kernel model at the clock of the slowest of the job's `gpus` GPUs (`stragglers`)."""
+    file = KernelModel.for_gpu(system.gpu, physics)
+    return file.physics, KernelModel(file.gpu, slowest_gpu(file.physics, gpus))
+
+
+def _resolved_recompute(
+    model: ModelSpec, plan: ParallelPlan, km: KernelModel
+) -> tuple[ParallelPlan, AutoRecompute | None]:
+    """`plan` with `recompute="auto"` resolved to the least level that fits (memory only)
+    and what was tried; any other plan as it is, with None."""
+    if plan.recompute is not Recompute.AUTO:
+        return plan, None
+    return choose_recompute(model, plan, km)
+
+
+def _straggler_assumption(given: KernelPhysics, job: KernelPhysics, gpus: int) -> str:
+    """What the slowest GPU did to the tensor clock: `job`'s over `given`'s (the file's
+    `sustained_clock_fraction`, which describes `clock_reference_gpus` GPUs)."""
+    factor = job.sustained_clock_fraction / given.sustained_clock_fraction
     return (
-        f"the step runs at its slowest GPU's pace: tensor throughput x{fraction:.3f} of the mean "
-        f"GPU's (expected slowest of {gpus:,} with a {physics.clock_spread:.1%} spread of "
-        "sustained clocks across GPUs, hwconfigs/kernels clock_spread)"
+        f"the step runs at its slowest GPU's pace: tensor throughput x{factor:.3f} of the "
+        f"clock of {given.clock_reference_gpus:,} GPU(s) the kernel file describes (expected "
+        f"slowest of {gpus:,} with a {given.clock_spread:.1%} spread of sustained clocks "
+        "across GPUs, hwconfigs/kernels clock_spread)"
     )
 
 
