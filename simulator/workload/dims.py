@@ -10,7 +10,7 @@ ops stay BF16 (Transformer Engine's recipe).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from lumos.simulator.costmodel.kernels import KernelModel
 from lumos.simulator.workload.framework import Profile, profile
@@ -64,9 +64,7 @@ class Ctx:
         """The plan's framework kernel profile (`framework`), with the plan's attention kernel
         where it names one (`attention_kernel`: Transformer Engine's backend as a recipe
         selects it, e.g. flash-attn 2 under `NVTE_FUSED_ATTN=0`)."""
-        fw = profile(self.plan.framework)
-        kernel = self.plan.attention_kernel
-        return replace(fw, attention=kernel) if kernel and kernel != fw.attention else fw
+        return profile(self.plan.framework, self.plan.attention_kernel)
 
     @property
     def linear_dtype(self) -> str:

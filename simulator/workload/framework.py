@@ -56,6 +56,7 @@ more or less, bytes it moves, an attention kernel, what a collective waits for).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from lumos.errors import ConfigError
 
@@ -174,11 +175,16 @@ PROFILES = {
 }
 
 
-def profile(name: str) -> Profile:
-    """The profile called `name`. Raises ConfigError for an unknown framework."""
+@lru_cache(maxsize=64)
+def profile(name: str, attention: str = "") -> Profile:
+    """The profile called `name`, with `attention` (a key of `ATTENTION`) as its attention
+    kernel where one is given (a plan's `attention_kernel`: Transformer Engine's backend as
+    a recipe selects it). Cached: the generator asks for it at every op. Raises ConfigError
+    for an unknown framework."""
     try:
-        return PROFILES[name]
+        fw = PROFILES[name]
     except KeyError:
         raise ConfigError(
             f"plan: framework must be one of {', '.join(PROFILES)}, got {name!r}"
         ) from None
+    return replace(fw, attention=attention) if attention and attention != fw.attention else fw
