@@ -7,8 +7,8 @@ printed next to the published step time, with the error. Two files: the shared r
 rows (`scripts/data/heldout_h100.csv`, `--heldout`), the held-out mixture-of-experts rows
 (`scripts/data/heldout_moe.csv`, `--moe`), the second and third held-out sets
 (`scripts/data/heldout2_h100.csv`, `--heldout2`; `heldout3_h100.csv`, `--heldout3`) and the
-held-out torchtitan rows (`scripts/data/heldout_titan_h100.csv`, `--titan`); see
-`scripts/data/README.md`. A row's
+held-out torchtitan rows (`scripts/data/heldout_titan_h100.csv`, `--titan`), the fourth set
+(`heldout4_h100.csv`, `--heldout4`, `heldout4_rows.py`); see `scripts/data/README.md`. A row's
 `hwconfig` column, where it has one, names the shipped system it ran on.
 
 Published step time: `iter_time_s` when given, else derived — from tokens/s/GPU as
@@ -37,7 +37,7 @@ uneven pipeline split its config states (`PIPELINE_SPLITS`); a MoE model with no
 column says "no", or whose model lumos refuses, is listed as skipped with the reason.
 Nothing here is fitted.
 
-    python scripts/validate_published.py [--heldout | --moe | --heldout2 | --heldout3 | --titan | --csv PATH]
+    python scripts/validate_published.py [--heldout | --moe | --heldout2 | --heldout3 | --heldout4 | --titan | --csv PATH]
         [--only ROW_ID ...]
         [--markdown] [--json OUT] [--baseline EARLIER.json] [--unstated-recompute none|auto]
 """
@@ -58,6 +58,7 @@ from lumos.simulator.workload.pipesplit import parse_layout
 from lumos.simulator.workload.spec import ModelSpec, builtin_models, load_model, model_from_dict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import heldout4_rows
 import recompute_rows
 import titan_rows
 from recipe_settings import expert_gemms, model_settings, moe_recipe, own_profile, recipe_settings
@@ -71,6 +72,8 @@ TITAN = Path(__file__).resolve().parent / "data" / "heldout_titan_h100.csv"
 HELDOUT3 = Path(__file__).resolve().parent / "data" / "heldout3_h100.csv"
 #: the held-out sets by the flag that selects them, in the order one wins over another
 SETS = {"moe": MOE, "heldout2": HELDOUT2, "heldout3": HELDOUT3, "titan": TITAN, "heldout": HELDOUT}
+HELDOUT4 = heldout4_rows.CSV  # the fourth held-out set (`--heldout4`, heldout4_rows.py)
+SETS = {"heldout4": HELDOUT4} | SETS
 #: frameworks whose runs predate fused attention and overlapped gradient reduction
 LEGACY = ("Megatron-LM", "DeepSpeed")
 #: the built-in model of a mixture-of-experts row's model name, where normalising the names
@@ -320,7 +323,8 @@ def parse(r: dict[str, str]) -> Row | str:
     )
     hw = r.get("hwconfig") or _hardware(r["gpu_type"])
     try:
-        return Row(r["row_id"], pub[0], pub[1], _model(r), plan, hw)
+        model, plan = heldout4_rows.software(r, _model(r), plan)
+        return Row(r["row_id"], pub[0], pub[1], model, plan, hw)
     except ConfigError as exc:
         return f"cannot express: {exc}"
 
