@@ -42,7 +42,8 @@ from lumos.simulator.workload.block import (
 from lumos.simulator.workload.chunk import ChunkKey, build_chunk, deferred_wgrads
 from lumos.simulator.workload.cp_torch import CP_NEXT, CP_PREV
 from lumos.simulator.workload.dims import BF16, Ctx
-from lumos.simulator.workload.plan import Coords, Layout, ParallelPlan, Recompute
+from lumos.simulator.workload.layout import Coords, Layout
+from lumos.simulator.workload.plan import ParallelPlan, Recompute
 from lumos.simulator.workload.schedule import Step, stage_order
 from lumos.simulator.workload.spec import ModelSpec
 

@@ -13,7 +13,8 @@ from dataclasses import replace
 
 from lumos.simulator.graph import RECV, SEND, RankGraph
 from lumos.simulator.workload.generate import GeneratedStep
-from lumos.simulator.workload.plan import Layout, ParallelPlan
+from lumos.simulator.workload.layout import Layout
+from lumos.simulator.workload.plan import ParallelPlan
 
 
 def expand(step: GeneratedStep, plan: ParallelPlan) -> list[RankGraph]:

@@ -14,8 +14,8 @@ from lumos.simulator.network.api import ALL_GATHER, REDUCE_SCATTER
 from lumos.simulator.workload import ParallelPlan, estimate, generate
 from lumos.simulator.workload.block import CP_RECV, CP_SEND, DP
 from lumos.simulator.workload.dims import Ctx
+from lumos.simulator.workload.layout import Layout
 from lumos.simulator.workload.memory import layer_activation_bytes
-from lumos.simulator.workload.plan import Layout
 from lumos.simulator.workload.spec import load_model
 
 BASE = ParallelPlan(tp=4, dp=2, mbs=1, gbs=4, seq=4096)
