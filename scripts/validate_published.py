@@ -25,8 +25,9 @@ torchtitan run fused (flash / cuDNN) attention with gradient/parameter overlap;
 DeepSpeed's 2021 ZeRO-3 fetched each weight tensor alone, blocking, and reduced gradients
 without overlap (`overlap_comm` off by default): `fsdp_unit="tensor"`, see
 `simulator/workload/zero3_tensor.py`; torchtitan's FSDP under pipeline parallelism
-gathers once a step and reduces at the last backward, `zero=1`, on torchtitan's default
-layer split (`titan_rows.py`). Unstated micro-batch sizes are 1; an unstated
+is lumos' FSDP2-in-a-pipeline (`zero=3` with `pp`: gathered once a step, reduced after the
+last backward; `simulator/workload/fsdp_pp.py`) on torchtitan's default layer split
+(`pipesplit.torchtitan_split`), both from the framework profile. Unstated micro-batch sizes are 1; an unstated
 TP-comm overlap is off; the recompute column is read by `recompute_rows.py` (JAX remat
 policies the recipes set mapped onto lumos' modules; unstated: none). Mixture-of-experts rows (the `arch` column says MoE; their shape
 columns are empty) take the built-in MoE model their name maps to (`_moe_model`: the
@@ -60,7 +61,6 @@ from lumos.simulator.workload.spec import ModelSpec, builtin_models, load_model,
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import heldout4_rows
 import recompute_rows
-import titan_rows
 from recipe_settings import expert_gemms, model_settings, moe_recipe, own_profile, recipe_settings
 from recompute_rows import JAX_REMAT, dense_recompute, stated_recompute, unstated  # noqa: F401
 
@@ -306,11 +306,10 @@ def parse(r: dict[str, str]) -> Row | str:
     deepspeed = r["framework"].startswith("DeepSpeed")
     zero_text = r["zero_fsdp"].lower()
     zero = 3 if "zero-3" in zero_text else (1 if "distributed optimizer" in zero_text else 0)
-    zero = titan_rows.fsdp_under_pp(r, zero)
     recompute, modules = dense_recompute(r["recompute"])
     plan = ParallelPlan(
         **_layout(r),
-        **(_pipeline_split(r, r["model"]) or titan_rows.split(r)),
+        **_pipeline_split(r, r["model"]),
         zero=zero,
         recompute=recompute,
         recompute_modules=modules,

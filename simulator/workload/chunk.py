@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from lumos.simulator.network.api import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
 from lumos.simulator.workload import elementwise as ew
+from lumos.simulator.workload import fsdp_pp
 from lumos.simulator.workload import nccl_share as share
 from lumos.simulator.workload import zero3_tensor as z3
 from lumos.simulator.workload.block import DP, DP_STREAM, TP, TP_STREAM, Block, Frozen, Names
@@ -156,7 +157,7 @@ def build_chunk(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Froz
     if ctx.plan.zero == 3 and ctx.plan.fsdp_unit == "tensor" and _dp_size(ctx) > 1:
         return _build_tensorwise(ctx, names, key, first_layer)
     blk = Block(names)
-    fsdp = ctx.plan.zero == 3 and _dp_size(ctx) > 1
+    fsdp = ctx.plan.step_zero == 3 and _dp_size(ctx) > 1
     lp = ctx.layer_params_local()
     emb_params = ctx.vocab * ctx.h
     waits: tuple[int, ...] = ()
@@ -191,6 +192,8 @@ def build_chunk(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Froz
         if fsdp:
             waits = (_fsdp_gather(blk, ctx, "output", emb_params, -1),)
         waits = output_bwd(blk, ctx, waits, defer=key.defer_output_wgrad)
+        if ctx.plan.fsdp_under_pp:
+            fsdp_pp.accumulate(blk, ctx, "output", emb_params)
         if fsdp and not ctx.model.tied_embeddings:  # its own weight: reduced as it is done
             _grad_reduce(blk, ctx, "output", blk.last_compute, emb_params)
         if ctx.model.mtp_layers:
@@ -218,8 +221,12 @@ def build_chunk(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Froz
         blk.mark(f"layer{i}", end)
         if fsdp:
             _grad_reduce(blk, ctx, tag, end)
+        if ctx.plan.fsdp_under_pp:
+            fsdp_pp.accumulate(blk, ctx, tag, lp)
     if key.embedding:
         _embedding_bwd(blk, ctx)
+        if ctx.plan.fsdp_under_pp:
+            fsdp_pp.accumulate(blk, ctx, "embedding", emb_params)
         blk.mark("embedding", blk.last_compute)
         if fsdp:
             _grad_reduce(blk, ctx, "embedding", blk.last_compute, emb_params)

@@ -31,7 +31,10 @@ more or less, bytes it moves, an attention kernel, what a collective waits for).
   the mean step re-runs half of each linear); FP8 is torchao's dynamic per-tensor
   scaling: every linear casts its own input and output gradient and transposes both FP8
   operands for the weight-gradient GEMM; context parallelism is PyTorch's
-  `context_parallel` (`torch_cp`: K/V all-gathered, FP32 merges and dK/dV ring, `cp_torch`).
+  `context_parallel` (`torch_cp`: K/V all-gathered, FP32 merges and dK/dV ring, `cp_torch`);
+  FSDP under pipeline parallelism keeps the stage's parameters gathered and reduces FP32
+  gradients after the last micro-batch (`fsdp_pp`), and layers fall on the stages as
+  torchtitan's `generate_split_points` puts them (`pp_split`, `pipesplit.torchtitan_split`).
 * ``torchtitan-compile``: the same with `torch.compile` per block — Inductor fuses each
   element-wise chain into one kernel (the fused byte counts) and AOTAutograd's CSE
   shares one FP8 cast between linears reading the same input.
@@ -147,6 +150,10 @@ class Profile:
     unpad: bool = False
     bias_sum: bool = False
     torch_cp: bool = False
+    #: how the layers fall on pipeline stages when no split is stated: Megatron-Core's
+    #: even split (`megatron`) or torchtitan's `generate_split_points` (`torchtitan`,
+    #: `pipesplit.torchtitan_split`)
+    pp_split: str = "megatron"
 
     def attention_scale(self, backward: bool) -> float:
         """Efficiency of the framework's attention kernel relative to the hardware file's."""
@@ -166,6 +173,7 @@ _TITAN = Profile(
     shared_casts=False,
     eager_loss=True,
     torch_cp=True,
+    pp_split="torchtitan",
 )
 # torch.compile wraps each block; the loss stays eager
 _TITAN_COMPILE = replace(_TITAN, name="torchtitan-compile", eager=False, shared_casts=True)

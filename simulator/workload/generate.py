@@ -27,6 +27,7 @@ from lumos.errors import ConfigError
 from lumos.simulator.costmodel.kernels import KernelModel
 from lumos.simulator.graph import RankGraph
 from lumos.simulator.network.api import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
+from lumos.simulator.workload import fsdp_pp
 from lumos.simulator.workload.assemble import Pieces
 from lumos.simulator.workload.block import (
     DP,
@@ -213,7 +214,7 @@ class Generator:
         order = stage_order(plan.pp, plan.vp, plan.microbatches, stage)
         pieces = Pieces()
         dp_size = plan.dp * plan.cp
-        zero1 = plan.zero == 1 and dp_size > 1
+        zero1 = plan.step_zero == 1 and dp_size > 1
         gathers: dict[int, list[int]] = {}
         if zero1 and plan.overlap_param_gather:
             for chunk in range(plan.vp):
@@ -309,11 +310,14 @@ class Generator:
         v = self.vstage(c.stage, st.chunk)
         if (v < self.plan.pp * self.plan.vp - 1) if st.forward else (v > 0):
             self._p2p(pieces, c, st, v, send=True, after=start + blk.marks[out_key])
-        if not st.forward and pos == last_bwd[st.chunk] and self.plan.zero in (0, 1):
+        if not st.forward and pos == last_bwd[st.chunk] and self.plan.step_zero in (0, 1):
             for experts in (False, True):
                 for layer, params in self.buckets(v, experts):
-                    # a chunk without decoder layers: its weights are ready at the pass's end
-                    mark = blk.marks.get(f"layer{layer}", blk.marks[out_key])
+                    # a chunk without decoder layers: its weights are ready at the pass's
+                    # end; FSDP2 in a pipeline reduces every block after the pass (fsdp_pp)
+                    mark = blk.marks[out_key]
+                    if not self.plan.fsdp_under_pp:
+                        mark = blk.marks.get(f"layer{layer}", mark)
                     grads.append((start, mark, params, experts))
 
     def _p2p(self, pieces: Pieces, c: Coords, st: Step, v: int, send: bool, after: int = -1) -> int:
@@ -331,9 +335,12 @@ class Generator:
         return pieces.add(self._small[key], first_waits=[after] if after >= 0 else [])
 
     def _grad_reduce(self, pieces: Pieces, after: int, params: int, experts: bool = False) -> int:
-        blk = Block(self.names)
         group, pre = (EDP, "expert_") if experts else (DP, "")
-        if self.plan.zero == 1:
+        if self.plan.fsdp_under_pp:
+            red = fsdp_pp.reduce(self.names, self.ctx, params, group, pre + "grad_reduce_scatter")
+            return pieces.add(red, first_waits=[after])
+        blk = Block(self.names)
+        if self.plan.step_zero == 1:
             kind, name = REDUCE_SCATTER, "grad_reduce_scatter"
         else:
             kind, name = ALL_REDUCE, "grad_all_reduce"

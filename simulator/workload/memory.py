@@ -2,8 +2,8 @@
 
 Per pipeline stage (the busiest is reported): BF16 weights (+ Transformer Engine's cached
 FP8 cast and transpose under FP8, `_weight_bytes`), BF16 gradient buffers (FP32, 4 bytes,
-plus the FP32 reduced shard, where torchtitan's FSDP2 is kept unsharded under pipeline
-parallelism, `zero=1`: FSDP2 accumulates an unsharded gradient in the reduce dtype while
+plus the FP32 reduced shard, where FSDP2 is kept unsharded under pipeline parallelism,
+`zero` 3 with `pp` > 1, `fsdp_pp`: FSDP2 accumulates an unsharded gradient in the reduce dtype while
 gradient sync is off, torch `FSDPParam.to_accumulated_grad_if_needed`), Adam's FP32
 master weights and two moments (12 bytes a parameter) — divided over the data-parallel
 group for the optimizer states from ZeRO-1 and for everything from ZeRO-3 (plus two
@@ -250,12 +250,12 @@ def estimate_memory(
         params = dense + experts[stage]
         w = float(params * _weight_bytes(ctx))
         g = float(params * BF16)
-        if plan.zero == 1 and ctx.fw.fsdp2:  # FSDP2 kept unsharded under PP (module doc)
+        if plan.fsdp_under_pp:  # FSDP2's FP32 unsharded accumulator (fsdp_pp)
             g = params * (FP32 + FP32 / dp)
         o = float(params * 12)
         if plan.zero >= 1:
             o = dense * 12 / dp + experts[stage] * 12 / plan.expert_dp
-        if plan.zero == 3:
+        if plan.step_zero == 3:
             w, g = w / dp + 2 * _gathered_unit(ctx) * BF16, g / dp
         act = layers_alive * layer_activation_bytes(ctx) + _rematerialised(ctx)
         if stage == plan.pp - 1:  # the logits and their gradient, MTP heads' too

@@ -8,6 +8,8 @@ megatron/core/transformer/pipeline_parallel_layer_layout.py):
 
 - even (default): layers / (pp x vp) per chunk, the first `layers mod (pp x vp)` chunks
   one more (lumos's lenient form of Megatron's even split, which needs them to divide);
+  under a framework whose profile splits as torchtitan does (`Profile.pp_split`), its
+  default split points instead (`torchtitan_split`);
 - `first_stage_layers` / `last_stage_layers` (`--decoder-first-pipeline-num-layers`,
   `--decoder-last-pipeline-num-layers`): the first (last) pipeline stage holds that
   many, the other stages share the rest evenly (it must divide); with vp every stage's
@@ -38,6 +40,7 @@ from typing import Protocol
 
 from lumos.errors import ConfigError
 from lumos.limits import MAX_LAYERS
+from lumos.simulator.workload.framework import profile
 
 
 class _Plan(Protocol):
@@ -57,6 +60,8 @@ class _Plan(Protocol):
     def loss_in_split(self) -> bool: ...
     @property
     def pp_layout(self) -> str: ...
+    @property
+    def framework(self) -> str: ...
 
 
 def uneven(plan: _Plan) -> bool:
@@ -94,12 +99,18 @@ def parse_layout(text: str) -> list[str]:
 
 
 def lenient_note(plan: _Plan, layers: int) -> str | None:
-    """What the even split assumed when `layers` do not divide over pp x vp chunks (Megatron-
-    Core refuses such a plan), for the estimate to state; None when they divide or the
-    split is given."""
+    """What the default split assumed when `layers` do not divide over pp x vp chunks, for
+    the estimate to state: torchtitan's split points as its profile runs them, or the
+    even split Megatron-Core refuses; None when they divide or the split is given."""
     chunks = plan.pp * plan.vp
     if uneven(plan) or chunks == 1 or layers % chunks == 0:
         return None
+    if _torchtitan(plan):
+        counts = ", ".join(_runs(torchtitan_split(layers, chunks)))
+        return (
+            f"note: {layers} layers over pp x vp = {chunks} model chunks as torchtitan's "
+            f"default split points place them (no pipeline_parallel_split_points): {counts}"
+        )
     base, extra = divmod(layers, chunks)
     return (
         f"note: {layers} layers do not divide over pp x vp = {chunks} model chunks: "
@@ -107,6 +118,37 @@ def lenient_note(plan: _Plan, layers: int) -> str | None:
         "Megatron-Core refuses (--first-stage-layers / --last-stage-layers / --pp-layout "
         "state one it runs)"
     )
+
+
+def _runs(counts: list[int]) -> list[str]:
+    """`[15, 16, 16, 15]` as `['15', '16 x 2', '15']`."""
+    out: list[tuple[int, int]] = []
+    for n in counts:
+        if out and out[-1][0] == n:
+            out[-1] = (n, out[-1][1] + 1)
+        else:
+            out.append((n, 1))
+    return [f"{n}" if k == 1 else f"{n} x {k}" for n, k in out]
+
+
+def _torchtitan(plan: _Plan) -> bool:
+    return profile(plan.framework).pp_split == "torchtitan"
+
+
+def torchtitan_split(layers: int, chunks: int) -> list[int]:
+    """Decoder layers per model chunk as torchtitan places them when no split points are
+    given (torchtitan/parallelisms/pipeline_llama.py `generate_split_points`, 2024): the
+    first stage `layers // chunks`, each middle stage one more while the remainder lasts,
+    the last stage what is left. Stage ids are virtual stages in Megatron's order (rank
+    `v mod pp` runs stage v: torchtitan's looped `stage_ids_this_rank`)."""
+    base, extra = divmod(layers, chunks)
+    out = [base]
+    for _ in range(chunks - 2):
+        out.append(base + (1 if extra > 0 else 0))
+        extra -= 1 if extra > 0 else 0
+    if chunks > 1:
+        out.append(layers - sum(out))
+    return out
 
 
 def chunk_layers(plan: _Plan, layers: int, mtp_layers: int = 0) -> list[int]:
@@ -118,6 +160,8 @@ def chunk_layers(plan: _Plan, layers: int, mtp_layers: int = 0) -> list[int]:
     if not uneven(plan):
         if layers < chunks:
             raise ConfigError(f"plan: {layers} layers cannot fill pp x vp = {chunks} model chunks")
+        if _torchtitan(plan):
+            return torchtitan_split(layers, chunks)
         base, extra = divmod(layers, chunks)
         return [base + (1 if v < extra else 0) for v in range(chunks)]
     if plan.pp < 2:

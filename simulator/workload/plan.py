@@ -8,9 +8,10 @@ precision, activation recomputation, the overlap flags and the `framework` whose
 run the layer (`framework`: megatron, torchtitan, torchtitan-compile, olmo-core, llm-foundry).
 ZeRO-3 gathers one flat buffer per layer, prefetched (`fsdp_unit` "layer": PyTorch FSDP,
 Megatron), or each weight tensor alone with a blocking fetch ("tensor": DeepSpeed's 2021 stage 3, see
-`zero3_tensor`). Rank placement is Megatron's default order: TP fastest (inside a node),
-then CP, then PP, then DP:
-`rank = ((dp * pp + stage) * cp + cp_i) * tp + tp_i`.
+`zero3_tensor`); under pipeline parallelism (FSDP2 stacks only) it keeps the stage's
+parameters unsharded between micro-batches and runs ZeRO-1's traffic (`step_zero`,
+`fsdp_pp`). Rank placement (`layout`) is Megatron's default order: TP fastest (inside a
+node), then CP, then PP, then DP: `rank = ((dp * pp + stage) * cp + cp_i) * tp + tp_i`.
 
 Mixture of experts: `ep` experts-parallel ranks share one MoE layer's experts and
 `etp` (1 or tp; Megatron-Core's default: tp) split each expert's FFN. As in Megatron-Core,
@@ -143,6 +144,19 @@ class ParallelPlan:
         return self.tp * self.cp * self.dp // (self.expert_tp * self.ep)
 
     @property
+    def fsdp_under_pp(self) -> bool:
+        """FSDP2 in a pipeline (`zero` 3, `pp` > 1, something to shard over: dp x cp > 1;
+        `fsdp_pp`): it runs ZeRO-1's traffic."""
+        return self.zero == 3 and self.pp > 1 and self.dp * self.cp > 1
+
+    @property
+    def step_zero(self) -> int:
+        """The ZeRO stage whose collectives the step runs: 1 for FSDP under a pipeline
+        (parameters gathered once a step, gradients reduce-scattered after the last
+        micro-batch: `fsdp_pp`), else `zero`."""
+        return 1 if self.fsdp_under_pp else self.zero
+
+    @property
     def world(self) -> int:
         return self.tp * self.cp * self.pp * self.dp
 
@@ -229,8 +243,14 @@ class ParallelPlan:
         profile(self.framework)
         check_recipe_fields(self)
         self._check_modules()
-        if self.zero == 3 and self.pp > 1:
-            raise ConfigError("plan: zero 3 (FSDP) with pipeline parallelism is not modelled")
+        if self.zero == 3 and self.pp > 1 and not profile(self.framework).fsdp2:
+            raise ConfigError(
+                "plan: zero 3 (FSDP) with pipeline parallelism is modelled as FSDP2 runs it "
+                "under PyTorch's pipelining (frameworks torchtitan, torchtitan-compile, "
+                f"olmo-core), not under {self.framework}"
+            )
+        if self.fsdp_under_pp and self.fsdp_unit != "layer":
+            raise ConfigError("plan: zero 3 with pipeline parallelism needs fsdp_unit 'layer'")
         self._check_experts(model)
         if model.mla and (not self.flash_attention or self.framework != "megatron"):
             raise ConfigError(

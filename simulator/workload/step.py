@@ -283,6 +283,13 @@ def _straggler_assumption(given: KernelPhysics, job: KernelPhysics, gpus: int) -
 def _zero3_assumption(plan: ParallelPlan) -> list[str]:
     if plan.zero != 3:
         return []
+    if plan.fsdp_under_pp:
+        return [
+            "ZeRO-3 as FSDP2 under PyTorch's pipelining: parameters gathered at a stage's "
+            "first forward and kept (reshard_after_forward False), each micro-batch's "
+            "gradients added into FP32 unsharded ones, reduce-scattered in FP32 after the "
+            "stage's last backward (ZeRO-1's traffic)"
+        ]
     if plan.fsdp_unit == "tensor":
         return [
             "ZeRO-3 as DeepSpeed 2021: each weight tensor >= 1e5 elements gathered alone, "

@@ -114,16 +114,19 @@ def test_memory_capacity_is_the_quoted_gib() -> None:
 
 def test_every_heldout_row_parses_or_says_why() -> None:
     """The held-out file: 82 dense rows + 8 torchtitan rows added with the framework
-    profile; the 6 MoE rows estimated with their built-in models; the rest estimable except
-    torchtitan's FSDP + pipeline 405B rows."""
+    profile; the 6 MoE rows estimated with their built-in models; every row estimable
+    (torchtitan's two FSDP + pipeline 405B rows since FSDP2 under PP, `fsdp_pp`)."""
     script = script_module("validate_published")
     rows = list(csv.DictReader(script.HELDOUT.open()))
     parsed = {r["row_id"]: script.parse(r) for r in rows}
     reasons = {k: v for k, v in parsed.items() if isinstance(v, str)}
-    assert len(rows) == 90 and len(parsed) - len(reasons) == 88
+    assert len(rows) == 90 and reasons == {}
     moe = [k for k, r in zip(parsed, rows, strict=True) if r["arch"] == "MoE"]
-    assert len(moe) == 6 and not set(moe) & set(reasons)
-    assert set(reasons) == {"TT-L31-405B-3D-1F1B-512", "TT-L31-405B-3D-I1F1B-512"}
+    assert len(moe) == 6
+    for row_id, vp in (("TT-L31-405B-3D-1F1B-512", 1), ("TT-L31-405B-3D-I1F1B-512", 2)):
+        row = parsed[row_id]
+        assert not isinstance(row, str) and row.plan.fsdp_under_pp
+        assert (row.plan.mbs, row.plan.vp, row.plan.microbatches) == (4, vp, 8)
 
 
 def test_every_heldout_moe_row_parses_or_says_why() -> None:

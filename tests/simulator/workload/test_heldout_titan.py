@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from lumos.simulator.workload.spec import load_model
 from tests.conftest import script_module
 from tests.simulator.workload.heldout_files import parse_all, row_error, rows
 
@@ -21,17 +22,16 @@ def _rows() -> list[dict[str, str]]:
 
 
 def test_every_heldout_titan_row_parses_or_says_why() -> None:
-    """17 rows, none a repeat of an earlier file's id: 16 parse with their TP / PP / DP / CP,
-    batch, sequence and micro-batch as stated, on `h100-96gb-500w`, eager or compiled as
-    the row says (async TP needs torch.compile); the paper's interleaved 405B row is skipped
-    with its own reason. (At main b54087c, before `titan_rows`, the five other pipelined
-    rows were skipped too: FSDP with PP was not expressible.)"""
+    """17 rows, none a repeat of an earlier file's id: all parse with their TP / PP / DP /
+    CP, batch, sequence and micro-batch as stated, on `h100-96gb-500w`, eager or compiled as
+    the row says (async TP needs torch.compile). (At main b54087c the six pipelined rows
+    were skipped: FSDP with PP was not expressible; the paper's interleaved 405B row until
+    the library took torchtitan's default split.)"""
     parsed = parse_all("TITAN", 17, ("HELDOUT", "MOE", "HELDOUT2"))
-    assert {k for k, v in parsed.items() if isinstance(v, str)} == {"TTP-L31-405B-3D-I1F1B-512"}
+    assert {k for k, v in parsed.items() if isinstance(v, str)} == set()
     for r in _rows():
         row = parsed[r["row_id"]]
-        if isinstance(row, str):
-            continue
+        assert not isinstance(row, str)
         p = row.plan
         stated = (r["tp"], r["pp"], r["dp"], r["cp"] or "1", r["gbs_seqs"], r["seq_len"])
         assert tuple(str(v) for v in (p.tp, p.pp, p.dp, p.cp, p.gbs, p.seq)) == stated
@@ -45,22 +45,27 @@ def test_every_heldout_titan_row_parses_or_says_why() -> None:
             assert compiled, r["row_id"]
 
 
-def test_torchtitan_fsdp_under_pp_runs_as_zero1_on_its_default_split() -> None:
-    """torchtitan keeps a pipelined stage's FSDP parameters unsharded across micro-batches
-    (`reshard_after_forward=False` under PP) and reduces gradients at the last backward: one
-    gather and one reduce-scatter a step, lumos' `zero=1`; its `generate_split_points` puts
-    126 layers on 8 stages as 15, 16 x 6, 15 and on 16 as 7, 8 x 14, 7. Unpipelined FSDP rows
-    stay ZeRO-3 and Megatron rows are untouched."""
+def test_torchtitan_fsdp_under_pp_is_zero3_in_a_pipeline_on_its_default_split() -> None:
+    """The pipelined FSDP rows are estimated as they are stated, ZeRO-3 with PP (FSDP2 in a
+    pipeline: gathered once a step, reduced after the last backward, `fsdp_pp`), on
+    torchtitan's `generate_split_points`: 126 layers on 8 stages as 15, 16 x 6, 15, on 16 as
+    7, 8 x 14, 7 and on 16 x 2 virtual stages as 3, 4 x 30, 3. Unpipelined FSDP rows stay
+    plain ZeRO-3."""
     script = script_module("validate_published")
     rows = {r["row_id"]: r for r in _rows()}
     four_d = script.parse(rows["TT2-L31-405B-4D-FSDP2-CP4-128K"]).plan
-    assert (four_d.zero, four_d.first_stage_layers, four_d.last_stage_layers) == (1, 15, 15)
+    assert four_d.zero == 3 and four_d.fsdp_under_pp and four_d.step_zero == 1
+    assert four_d.chunk_layers(load_model("llama3.1-405b")) == [15, *[16] * 6, 15]
     paper = script.parse(rows["TTP-L31-405B-3D-1F1B-512"]).plan
-    assert (paper.zero, paper.first_stage_layers, paper.last_stage_layers) == (1, 7, 7)
-    assert script.parse(rows["TT3-L31-405B-2D-128"]).plan.zero == 3
-    titan_rows = script.titan_rows
-    megatron = {"pp": "8", "framework": "Megatron-Bridge", "layers": "126"}
-    assert titan_rows.fsdp_under_pp(megatron, 3) == 3 and titan_rows.split(megatron) == {}
+    assert paper.chunk_layers(load_model("llama3.1-405b")) == [7, *[8] * 14, 7]
+    looped = script.parse(rows["TTP-L31-405B-3D-I1F1B-512"]).plan
+    assert looped.vp == 2 and looped.chunk_layers(load_model("llama3.1-405b")) == [
+        3,
+        *[4] * 30,
+        3,
+    ]
+    flat = script.parse(rows["TT3-L31-405B-2D-128"]).plan
+    assert flat.zero == 3 and not flat.fsdp_under_pp
 
 
 #: measured 2026-11-25 at main b54087c before any change (docs/estimate.md, "Held-out
