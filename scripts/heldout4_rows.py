@@ -4,7 +4,7 @@
 
 The file carries nine optional columns, each filled only where the row's script or recipe
 states the setting (its `notes` / `locator` name where); an empty cell keeps the script's
-convention:
+convention (the fifth set, `heldout5_h100.csv`, carries the same columns, read the same way):
 
 * `bias`, `dropout` ("yes" / "no"): the model's linear biases and dropout. FlagPerf's
   Megatron-Core 0.6.0 launch scripts (FlagOpen/FlagPerf `training/benchmarks/llama3_{8B,70B}/

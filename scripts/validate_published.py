@@ -8,7 +8,9 @@ rows (`scripts/data/heldout_h100.csv`, `--heldout`), the held-out mixture-of-exp
 (`scripts/data/heldout_moe.csv`, `--moe`), the second and third held-out sets
 (`scripts/data/heldout2_h100.csv`, `--heldout2`; `heldout3_h100.csv`, `--heldout3`) and the
 held-out torchtitan rows (`scripts/data/heldout_titan_h100.csv`, `--titan`), the fourth set
-(`heldout4_h100.csv`, `--heldout4`, `heldout4_rows.py`); see `scripts/data/README.md`. A row's
+(`heldout4_h100.csv`, `--heldout4`, `heldout4_rows.py`) and the fifth (`heldout5_h100.csv`,
+`--heldout5`: MLPerf Training logs, read with the fourth set's launch-script columns); see
+`scripts/data/README.md`. A row's
 `hwconfig` column, where it has one, names the shipped system it ran on.
 
 Published step time: `iter_time_s` when given, else derived — from tokens/s/GPU as
@@ -38,7 +40,8 @@ uneven pipeline split its config states (`PIPELINE_SPLITS`); a MoE model with no
 column says "no", or whose model lumos refuses, is listed as skipped with the reason.
 Nothing here is fitted.
 
-    python scripts/validate_published.py [--heldout | --moe | --heldout2 | --heldout3 | --heldout4 | --titan | --csv PATH]
+    python scripts/validate_published.py [--heldout | --moe | --heldout2 | --heldout3 | --heldout4 | --heldout5
+        | --titan | --csv PATH]
         [--only ROW_ID ...]
         [--markdown] [--json OUT] [--baseline EARLIER.json] [--unstated-recompute none|auto]
 """
@@ -73,7 +76,9 @@ HELDOUT3 = Path(__file__).resolve().parent / "data" / "heldout3_h100.csv"
 #: the held-out sets by the flag that selects them, in the order one wins over another
 SETS = {"moe": MOE, "heldout2": HELDOUT2, "heldout3": HELDOUT3, "titan": TITAN, "heldout": HELDOUT}
 HELDOUT4 = heldout4_rows.CSV  # the fourth held-out set (`--heldout4`, heldout4_rows.py)
-SETS = {"heldout4": HELDOUT4} | SETS
+#: the fifth held-out set (`--heldout5`): MLPerf Training logs, the fourth set's columns
+HELDOUT5 = Path(__file__).resolve().parent / "data" / "heldout5_h100.csv"
+SETS = {"heldout5": HELDOUT5, "heldout4": HELDOUT4} | SETS
 #: frameworks whose runs predate fused attention and overlapped gradient reduction
 LEGACY = ("Megatron-LM", "DeepSpeed")
 #: the built-in model of a mixture-of-experts row's model name, where normalising the names
