@@ -19,7 +19,8 @@ global batch) and extrapolates to the real count. m1 is the fewest micro-batches
 (stage 0 warms up with pp - 1 forwards), 2·pp interleaved (stage 0 warms up with
 2·(pp - 1) + (vp - 1)·pp of its m·vp chunk passes; with m = pp the first stage never
 reaches the steady state and the breakdown, even the step time, is off by up to 3 %).
-`sample_counts` takes the short path only where it is cheaper (m > m1 + m2).
+`sample_counts` takes the short path only where it is cheaper (m > m1 + m2), and with
+deferred output-layer weight gradients samples no fewer micro-batches than it defers.
 The error against the full simulation is held under 1 % per plan, 1F1B and interleaved,
 with and without DP overlap, by tests/simulator/workload/test_periodic.py (measured:
 below 1e-9 relative on every plan tried, the 70B plans of the sweep benchmark included).
@@ -99,15 +100,19 @@ def simulate_step(gen: Generator, system: SystemSpec) -> tuple[StepTiming, Gener
 def sample_counts(plan: ParallelPlan) -> tuple[int, int] | None:
     """The two micro-batch counts to simulate for `plan`, or None to simulate it in full.
 
-    None when the real count is no larger than the two samples together (no saving), or
-    with deferred output-layer weight gradients (their count at the flush is capped).
+    With deferred output-layer weight gradients (`defer_embedding_wgrad`: the first that
+    many micro-batches' GEMMs run at the flush) both samples defer as many as the real
+    step, so m1 is at least that count (a multiple of pp when interleaved): the flush is
+    then the same in both and the step still grows by one round's passes. None when the
+    real count is no larger than the two samples together (no saving).
     """
-    if plan.defer_embedding_wgrad:  # the flush's deferred GEMMs do not grow per round
-        return None
+    deferred = plan.defer_embedding_wgrad
     if plan.vp == 1:
-        m1, m2 = plan.pp, plan.pp + 1
+        m1 = max(plan.pp, deferred)
+        m2 = m1 + 1
     else:
-        m1, m2 = 2 * plan.pp, 3 * plan.pp
+        m1 = max(2 * plan.pp, -(-deferred // plan.pp) * plan.pp)
+        m2 = m1 + plan.pp
     return (m1, m2) if plan.microbatches > m1 + m2 else None
 
 

@@ -49,12 +49,24 @@ PLANS = [
             precision=Precision.FP8,
         ),
     ),
+    # the output layer's weight gradients of the first micro-batches deferred to the flush
+    # (NeMo's Llama 3.1 405B recipe: 50), 1F1B and interleaved
+    ("gpt3-1.3b", ParallelPlan(tp=2, pp=4, dp=2, mbs=1, gbs=64, seq=2048, defer_embedding_wgrad=6)),
+    (
+        "gpt3-1.3b",
+        ParallelPlan(
+            tp=2, pp=4, vp=2, dp=2, mbs=1, gbs=96, seq=2048, defer_embedding_wgrad=10
+        ),
+    ),
 ]  # fmt: skip
 
 
 def _ids(case: tuple[str, ParallelPlan]) -> str:
     m, p = case
-    return f"{m}-tp{p.tp}-pp{p.pp}-vp{p.vp}-cp{p.cp}-m{p.microbatches}-z{p.zero}"
+    return (
+        f"{m}-tp{p.tp}-pp{p.pp}-vp{p.vp}-cp{p.cp}-m{p.microbatches}-z{p.zero}"
+        f"-d{p.defer_embedding_wgrad}"
+    )
 
 
 @pytest.mark.parametrize("case", PLANS, ids=_ids)
@@ -85,6 +97,13 @@ def test_sample_counts_reach_the_steady_state_on_every_stage() -> None:
     assert sample_counts(ParallelPlan(pp=4, vp=2, dp=1, gbs=20)) is None  # no saving
     assert sample_counts(ParallelPlan(pp=1, dp=1, gbs=4)) == (1, 2)
     assert sample_counts(ParallelPlan(pp=4, dp=1, gbs=9)) is None
+    # deferred output-layer weight gradients: both samples defer as many as the step
+    assert sample_counts(ParallelPlan(pp=4, dp=1, gbs=64, defer_embedding_wgrad=6)) == (6, 7)
+    assert sample_counts(ParallelPlan(pp=4, vp=2, dp=1, gbs=64, defer_embedding_wgrad=10)) == (
+        12,
+        16,
+    )
+    assert sample_counts(ParallelPlan(pp=4, dp=1, gbs=12, defer_embedding_wgrad=6)) is None
 
 
 def _simulate(model: str, plan: ParallelPlan, fold: str) -> tuple[dict[int, int], int]:
