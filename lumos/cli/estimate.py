@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from lumos.cli.main import echo_json, handle_errors
-from lumos.cli.options import BadOption, force_option, hw_option
+from lumos.cli.options import BadOption, force_option, framework_option, hw_option
 from lumos.cli.outputs import no_stdout
 from lumos.outputs import printable
 
@@ -137,16 +137,7 @@ COUNT = click.IntRange(min=1)
     help="ZeRO-3 fetch: one prefetched flat buffer per layer (FSDP), or each tensor "
     "alone, blocking (DeepSpeed 2021).",
 )
-@click.option(
-    "--framework",
-    type=click.Choice(["megatron", "torchtitan", "torchtitan-compile", "olmo-core", "llm-foundry"]),
-    default="megatron",
-    show_default=True,
-    help="Whose kernels run the layer: Megatron-LM / NeMo / Megatron-Bridge with Transformer "
-    "Engine, torchtitan in eager PyTorch (FSDP2), torchtitan under torch.compile, OLMo-core "
-    "(torchtitan-compile with a fused loss), or llm-foundry (Composer + PyTorch FSDP1). "
-    "Another stack: docs/estimate.md, 'Which --framework for my stack'.",
-)
+@framework_option
 @hw_option("System to estimate on.", default="h100")
 @click.option(
     "--gpus",

@@ -200,3 +200,21 @@ def astra_sim_options(func: F) -> F:
     for option in reversed(options):
         func = option(func)
     return func
+
+
+#: `--framework` choices: the kernel profiles of `simulator/workload/framework.py`
+FRAMEWORKS = ("megatron", "torchtitan", "torchtitan-compile", "olmo-core", "llm-foundry")
+
+
+def framework_option(func: F) -> F:
+    """`--framework`: whose kernels run the layer (a profile of `workload.framework`)."""
+    return click.option(
+        "--framework",
+        type=click.Choice(FRAMEWORKS),
+        default="megatron",
+        show_default=True,
+        help="Whose kernels run the layer: Megatron-LM / NeMo / Megatron-Bridge with Transformer "
+        "Engine, torchtitan in eager PyTorch (FSDP2), torchtitan under torch.compile, OLMo-core "
+        "(torchtitan-compile with a fused loss), or llm-foundry (Composer + PyTorch FSDP1). "
+        "Another stack: docs/estimate.md, 'Which --framework for my stack'.",
+    )(func)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from lumos.cli.main import echo_json, handle_errors
-from lumos.cli.options import BadOption, force_option, hw_option
+from lumos.cli.options import BadOption, force_option, framework_option, hw_option
 from lumos.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -94,6 +94,10 @@ PLAN_DEFAULTS = {
     f"[{PLAN_DEFAULTS['recompute']}].",
 )
 @click.option("--precision", help="bf16 and/or fp8 [bf16].")
+@framework_option
+@click.option(
+    "--tp-overlap", is_flag=True, help="Overlap TP communication with the GEMMs (plan sweep)."
+)
 @click.option("--dp", help="With --from-trace: data-parallel degrees to try.")
 @click.option("--layers", help="With --from-trace: layer counts to try.")
 @click.option("--hidden", help="With --from-trace: hidden sizes to try.")
@@ -156,6 +160,8 @@ def sweep_command(
     zero: str | None,
     recompute: str | None,
     precision: str | None,
+    framework: str,
+    tp_overlap: bool,
     dp: str | None,
     layers: str | None,
     hidden: str | None,
@@ -192,6 +198,8 @@ def sweep_command(
             "--zero": zero,
             "--recompute": recompute,
             "--precision": precision,
+            "--framework": None if framework == "megatron" else framework,
+            "--tp-overlap": tp_overlap or None,
         }
         given = [k for k, v in plan_only.items() if v is not None]
         if given:
@@ -265,6 +273,8 @@ def sweep_command(
         zero=_ints(grid["zero"], "zero"),
         recompute=_words(grid["recompute"]),
         precision=_words(grid["precision"]),
+        framework=framework,
+        tp_comm_overlap=tp_overlap,
     )
     result = sweep(
         space,
@@ -339,10 +349,17 @@ def _print(result: SweepResult, top: int) -> None:
     from rich.table import Table
 
     from lumos.cli.console import table_console
-    from lumos.simulator.sweep.space import plan_label
+    from lumos.simulator.sweep.space import SweepSpace, plan_label
 
     rows = result.rows
-    table = Table(title=f"best plans ({len(rows)} valid of {result.grid_points} grid points)")
+    software = ""
+    if isinstance(result.space, SweepSpace):  # the job's software, where not the default
+        parts = [result.space.framework] if result.space.framework != "megatron" else []
+        parts += ["TP overlap"] if result.space.tp_comm_overlap else []
+        software = f", {', '.join(parts)}" if parts else ""
+    table = Table(
+        title=f"best plans ({len(rows)} valid of {result.grid_points} grid points{software})"
+    )
     for col in (
         "#",
         "plan",

@@ -1,7 +1,8 @@
 """The plan space of a sweep: the grid a user asks for, and the plans in it that are valid.
 
 A plan is valid when its degrees multiply to the GPU count (DP is what is left), TP stays
-inside one node (placement puts TP innermost), and the model and batch can take it
+inside one node (placement puts TP innermost), and the model and batch can take it under
+the job's framework (ZeRO-3 with PP only on the FSDP2 profiles, experts only on Megatron's)
 (`ParallelPlan.check`: heads and FFN divisible by TP, layers filling PP x VP chunks,
 GBS a multiple of MBS x DP, sequence chunks for CP, the interleaved schedule's
 micro-batch rule). Memory fit is not a validity rule: plans that do not fit are estimated
@@ -20,6 +21,7 @@ from typing import Any
 from lumos.errors import ConfigError, ResourceLimitError
 from lumos.limits import MAX_RANKS, MAX_SWEEP_POINTS
 from lumos.simulator.workload.fieldtypes import is_int
+from lumos.simulator.workload.framework import profile
 from lumos.simulator.workload.plan import ParallelPlan, Precision, Recompute
 from lumos.simulator.workload.spec import ModelSpec
 
@@ -42,6 +44,10 @@ class SweepSpace:
     zero: tuple[int, ...] = (1,)
     recompute: tuple[str, ...] = ("none", "selective", "full")
     precision: tuple[str, ...] = ("bf16",)
+    #: the job's software, fixed for the whole sweep: whose kernels run the layer
+    #: (`workload.framework`) and whether TP communication overlaps the GEMMs
+    framework: str = "megatron"
+    tp_comm_overlap: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
@@ -116,6 +122,10 @@ def enumerate_plans(space: SweepSpace, model: ModelSpec, gpus_per_node: int) -> 
     if not space.zero or bad_zero:
         raise ConfigError(f"sweep: --zero takes stages 0, 1 and 3, got {bad_zero or '[]'}")
     MAX_RANKS.check(space.gpus, "sweep: --gpus")
+    try:
+        profile(space.framework)
+    except ConfigError as exc:
+        raise ConfigError(str(exc).replace("plan: ", "sweep: ", 1)) from None
     recomputes = [_option(Recompute, r, "recompute") for r in dict.fromkeys(space.recompute)]
     precisions = [_option(Precision, p, "precision") for p in dict.fromkeys(space.precision)]
     axes = [
@@ -152,6 +162,8 @@ def enumerate_plans(space: SweepSpace, model: ModelSpec, gpus_per_node: int) -> 
             precision=prec,
             recompute=rec,
             ep=ep,
+            framework=space.framework,
+            tp_comm_overlap=space.tp_comm_overlap and tp > 1,
         )
         try:
             plan.check(model)

@@ -37,6 +37,7 @@ PLAN_COLUMNS = (
     "overlap_grad_reduce",
     "overlap_param_gather",
     "flash_attention",
+    "framework",
 )
 COLUMNS = ("rank", "key", *PLAN_COLUMNS, *FIGURES, "error")
 

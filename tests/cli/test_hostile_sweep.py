@@ -178,3 +178,24 @@ def test_sweep_space_fields_of_the_wrong_type_are_config_errors(
     fields: dict[str, object] = {"model": MODEL, "gpus": 8, "gbs": 8, "seq": 8192} | change
     with pytest.raises(ConfigError, match=f"--{next(iter(change))}"):
         sweep(SweepSpace(**fields), tmp_path / "t.csv")  # type: ignore[arg-type]
+
+
+def test_a_torchtitan_sweep_runs_fsdp_in_a_pipeline_on_its_kernels(tmp_path: Path) -> None:
+    """`--framework` reaches every plan (and the table); ZeRO-3 with PP is FSDP2's, so a
+    torchtitan job sweeps it and a Megatron one turns it away; plan-sweep only."""
+    grid = ["--model", MODEL, "--gpus", "16", "--seq", "8192", "--gbs", "16", "--mbs", "1"]
+    grid += ["--tp", "8", "--pp", "1,2", "--zero", "3", "--recompute", "full"]
+    code, out = run(*grid, "--framework", "torchtitan", "-o", str(tmp_path / "t.csv"), "--json")
+    assert code == 0, out
+    result = json.loads(out)["result"]
+    assert result["space"]["framework"] == "torchtitan"
+    assert {(p["pp"], p["framework"]) for p in result["plans"]} == {
+        (1, "torchtitan"),
+        (2, "torchtitan"),
+    }
+    assert "framework" in (tmp_path / "t.csv").read_text().splitlines()[0].split(",")
+    code, out = run(*grid, "-o", str(tmp_path / "m.csv"), "--json")
+    assert code == 0 and [p["pp"] for p in json.loads(out)["result"]["plans"]] == [1]
+    code, out = run("--from-trace", str(tmp_path), "--framework", "olmo-core",
+                    "-o", str(tmp_path / "x.csv"))  # fmt: skip
+    assert code == 4 and "--framework: plan-sweep options" in out, out

@@ -74,6 +74,28 @@ def test_enumeration_applies_the_model_and_batch_rules() -> None:
     assert not any(ch.isdigit() for rule in found.rejected for ch in rule)
 
 
+def test_the_jobs_framework_decides_which_plans_are_valid() -> None:
+    """ZeRO-3 with pipeline parallelism is FSDP2's (torchtitan keeps a pipelined stage's
+    parameters gathered): a torchtitan sweep runs those plans, a Megatron one turns them
+    away under their rule; every plan carries the framework and TP overlap (TP > 1 only)."""
+    grid = dict(model="toy", gpus=16, gbs=32, seq=2048, tp=(1, 2), pp=(1, 2), mbs=(1,))
+    grid |= dict(zero=(1, 3), recompute=("none",))
+    titan = enumerate_plans(
+        SweepSpace(**grid, framework="torchtitan", tp_comm_overlap=True), TOY, 8
+    )
+    mega = enumerate_plans(SweepSpace(**grid), TOY, gpus_per_node=8)
+    assert len(titan.plans) == 8 and not titan.rejected
+    assert {p.framework for p in titan.plans} == {"torchtitan"}
+    assert sum(p.fsdp_under_pp for p in titan.plans) == 2  # zero 3 x pp 2 x tp 1, 2
+    assert all(p.tp_comm_overlap == (p.tp > 1) for p in titan.plans)
+    assert len(mega.plans) == 6
+    (rule,) = mega.rejected
+    assert "with pipeline parallelism is modelled as FSDPN runs it" in rule  # digits: N
+    assert mega.rejected[rule] == 2
+    with pytest.raises(ConfigError, match="sweep: framework must be one of megatron"):
+        enumerate_plans(SweepSpace(**grid, framework="deepspeed"), TOY, gpus_per_node=8)
+
+
 def test_unknown_option_is_a_clear_error() -> None:
     space = SweepSpace(model="toy", gpus=8, gbs=8, seq=512, recompute=("sometimes",))
     with pytest.raises(ConfigError, match="unknown recompute 'sometimes'"):
