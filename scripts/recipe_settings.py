@@ -142,10 +142,15 @@ def own_profile(r: dict[str, str]) -> str:
     return next((p for f, p in PROFILE_BY_FRAMEWORK.items() if r["framework"].startswith(f)), "")
 
 
+#: a row whose launch script or config states FP8 parameters (MLPerf NVIDIA's
+#: `FP8_PARAMS=True`, Megatron-LM's `--fp8-param-gather`; plan `fp8_param_gather`)
+FP8_PARAMS = re.compile(r"FP8_PARAMS=True|--fp8-param-gather")
+
+
 def recipe_settings(r: dict[str, str]) -> dict[str, Any]:
     """The plan fields a row's recipe sets: its TP-comm overlap and userbuffers config,
-    its cross-entropy fusion, its deferred output-layer weight gradients and its attention
-    kernel."""
+    its cross-entropy fusion, its deferred output-layer weight gradients, its attention
+    kernel and FP8 parameters."""
     ub = next((n for p, n in UB_CONFIG_BY_LOCATOR.items() if r["locator"].startswith(p)), "")
     return {
         "tp_comm_overlap": _tp_overlap(r),
@@ -153,4 +158,6 @@ def recipe_settings(r: dict[str, str]) -> dict[str, Any]:
         "loss_fusion": UNFUSED_LOSS.search(r["locator"]) is None,
         "defer_embedding_wgrad": _deferred_wgrad(r),
         "attention_kernel": "fa2" if FUSED_ATTN_OFF.search(r.get("notes", "")) else "",
+        "fp8_param_gather": FP8_PARAMS.search(f"{r.get('precision', '')} {r.get('notes', '')}")
+        is not None,
     }

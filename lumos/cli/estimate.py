@@ -106,6 +106,12 @@ COUNT = click.IntRange(min=1)
 @click.option("--no-sp", is_flag=True, help="No sequence parallelism (TP all-reduces).")
 @click.option("--tp-overlap", is_flag=True, help="Overlap TP communication with the GEMMs.")
 @click.option(
+    "--fp8-param-gather",
+    is_flag=True,
+    help="With --precision fp8: FP8 linear weights, all-gathered in FP8 (Megatron-Core "
+    "--fp8-param-gather, NeMo fp8_params).",
+)
+@click.option(
     "--dispatcher",
     type=click.Choice(["alltoall", "flex"]),
     default="alltoall",
@@ -190,6 +196,7 @@ def estimate_command(
     recompute_modules: str,
     no_sp: bool,
     tp_overlap: bool,
+    fp8_param_gather: bool,
     dispatcher: str,
     grouped_gemm: str,
     a2a_overlap: bool,
@@ -238,6 +245,7 @@ def estimate_command(
         recompute_modules=recompute_modules,
         sequence_parallel=not no_sp,
         tp_comm_overlap=tp_overlap,
+        fp8_param_gather=fp8_param_gather,
         a2a_overlap=a2a_overlap,
         dispatcher=dispatcher,
         grouped_gemm=grouped_gemm,

@@ -27,7 +27,7 @@ from lumos.errors import ConfigError
 from lumos.simulator.costmodel.kernels import KernelModel
 from lumos.simulator.graph import RankGraph
 from lumos.simulator.network.api import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
-from lumos.simulator.workload import fsdp_pp
+from lumos.simulator.workload import fp8_params, fsdp_pp
 from lumos.simulator.workload.assemble import Pieces
 from lumos.simulator.workload.block import (
     DP,
@@ -347,25 +347,45 @@ class Generator:
         blk.coll(pre + name, DP_STREAM, kind, params * BF16, group, -1)
         return pieces.add(blk.freeze(), first_waits=[after])
 
+    def _linear_params(self, v: int, experts: bool) -> list[int]:
+        """The weights per layer index of `chunk_params(v)` (or `expert_params`) that are
+        linear layers' (FP8 under `fp8_param_gather`): the decoder layers' own, not the
+        embedding / output layer added at the chunk's ends."""
+        if experts:
+            return self.expert_params(v)
+        first = self.first_layer[v]
+        return [self._dense_layer_params(first + i) for i in range(self.chunk_layers[v])]
+
     def _param_gathers(self, pieces: Pieces, v: int, after: int = -1) -> list[int]:
         out = []
         for experts in (False, True):
             dp_size = self.plan.expert_dp if experts else self.plan.dp * self.plan.cp
             group, name = (EDP, "expert_param_all_gather") if experts else (DP, "param_all_gather")
-            for _, params in reversed(self.buckets(v, experts)):
+            params = self.expert_params(v) if experts else self.chunk_params(v)
+            sizes = fp8_params.gather_bytes(
+                self.buckets(v, experts),
+                params,
+                self._linear_params(v, experts),
+                self.plan.fp8_param_gather,
+            )
+            for nbytes in reversed(sizes):
                 blk = Block(self.names)
-                blk.coll(name, DP_STREAM, ALL_GATHER, params * BF16 // dp_size, group, -1)
+                blk.coll(name, DP_STREAM, ALL_GATHER, nbytes // dp_size, group, -1)
                 out.append(pieces.add(blk.freeze(), first_waits=[after] if after >= 0 else []))
         return out
 
     def _optimizer(self, pieces: Pieces, stage: int, waits: list[int]) -> None:
         vs = [self.vstage(stage, ch) for ch in range(self.plan.vp)]
+        dp, edp = (self.plan.dp * self.plan.cp, self.plan.expert_dp) if self.plan.zero else (1, 1)
         total = sum(sum(self.chunk_params(v)) for v in vs)
-        shard = total // (self.plan.dp * self.plan.cp) if self.plan.zero >= 1 else total
         experts = sum(sum(self.expert_params(v)) for v in vs)
-        shard += experts // self.plan.expert_dp if self.plan.zero >= 1 else experts
+        shard = total // dp + experts // edp
+        nbytes = shard * OPTIMIZER_BYTES_PER_PARAM
+        if self.plan.fp8_param_gather:  # the FP32 main weights cast to FP8 (fp8_params)
+            linear = sum(sum(self._linear_params(v, False)) for v in vs) // dp + experts // edp
+            nbytes += linear * fp8_params.QUANTIZE_EXTRA_BYTES
         blk = Block(self.names)
-        blk.compute("optimizer_step", *self.ctx.mem(shard * OPTIMIZER_BYTES_PER_PARAM))
+        blk.compute("optimizer_step", *self.ctx.mem(nbytes))
         pieces.add(blk.freeze(), first_waits=waits)
 
     def step(self) -> GeneratedStep:

@@ -218,6 +218,8 @@ def _weight_bytes(ctx: Ctx) -> int:
     `unfused_casts`); torchao's float8 (`fp8_dynamic`) casts each forward, keeping none."""
     if ctx.plan.precision is not Precision.FP8 or ctx.fw.fp8_dynamic or ctx.fw.unfused_casts:
         return BF16
+    if ctx.plan.fp8_param_gather:  # the FP8 weight and its cached transpose (`fp8_params`)
+        return 2 * FP8_SAVED
     return BF16 + 2 * FP8_SAVED
 
 

@@ -45,6 +45,8 @@ vocab-parallel cross-entropy (FP32 logits, six passes forward, two backward; `el
 `wgrad_deferral_limit`: the output layer's weight-gradient GEMMs of the first that many
 micro-batches run at the pipeline flush, after the last stage's last backward (0: none).
 `attention_kernel`: '' (the framework's), `cudnn` or `fa2` (`framework.ATTENTION`).
+`fp8_param_gather` is Megatron-Core's `--fp8-param-gather` (NeMo `fp8_params`): FP8 linear
+weights, all-gathered in FP8 (`fp8_params`).
 """
 
 from __future__ import annotations
@@ -122,6 +124,7 @@ class ParallelPlan:
     loss_fusion: bool = True
     defer_embedding_wgrad: int = 0
     attention_kernel: str = ""
+    fp8_param_gather: bool = False
 
     @property
     def selective_modules(self) -> frozenset[str]:
@@ -248,6 +251,13 @@ class ParallelPlan:
                 "plan: zero 3 (FSDP) with pipeline parallelism is modelled as FSDP2 runs it "
                 "under PyTorch's pipelining (frameworks torchtitan, torchtitan-compile, "
                 f"olmo-core), not under {self.framework}"
+            )
+        if self.fp8_param_gather and (
+            self.precision is not Precision.FP8 or self.framework != "megatron" or self.zero == 3
+        ):
+            raise ConfigError(
+                "plan: fp8_param_gather (FP8 parameters) is modelled for FP8 Transformer "
+                "Engine linears on the megatron framework with zero 0 or 1"
             )
         if self.fsdp_under_pp and self.fsdp_unit != "layer":
             raise ConfigError("plan: zero 3 with pipeline parallelism needs fsdp_unit 'layer'")
