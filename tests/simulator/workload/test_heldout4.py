@@ -17,7 +17,12 @@ import pytest
 
 from lumos.simulator.workload import estimate
 from tests.conftest import script_module
-from tests.simulator.workload.heldout_files import parse_all, row_error, rows
+from tests.simulator.workload.heldout_files import (
+    check_launch_columns,
+    parse_all,
+    row_error,
+    rows,
+)
 
 EARLIER = ("HELDOUT", "MOE", "HELDOUT2", "HELDOUT3", "TITAN")
 
@@ -33,15 +38,7 @@ def test_every_heldout4_row_parses_or_says_why() -> None:
     with the row's own reason. No row id repeats one of the earlier files."""
     parsed = parse_all("HELDOUT4", 20, EARLIER)
     assert sum(isinstance(v, str) for v in parsed.values()) == 5
-    for r in rows("HELDOUT4"):
-        row = parsed[r["row_id"]]
-        if isinstance(row, str):
-            continue
-        p = row.plan
-        stated = (r["tp"], r["pp"], r["dp"], r["cp"] or "1", r["gbs_seqs"], r["seq_len"], r["mbs"])
-        assert tuple(str(v) for v in (p.tp, p.pp, p.dp, p.cp, p.gbs, p.seq, p.mbs)) == stated
-        assert p.world == int(r["gpus"]) and row.published_s > 0, r["row_id"]
-        assert row.hw == (r["hwconfig"] or "h100") and not row.model.moe, r["row_id"]
+    check_launch_columns("HELDOUT4", parsed)
 
 
 def test_every_expressible_heldout4_row_estimates() -> None:

@@ -21,7 +21,12 @@ import pytest
 from lumos.errors import ResourceLimitError
 from lumos.simulator.workload import estimate
 from tests.conftest import script_module
-from tests.simulator.workload.heldout_files import parse_all, row_error, rows
+from tests.simulator.workload.heldout_files import (
+    check_launch_columns,
+    parse_all,
+    row_error,
+    rows,
+)
 
 EARLIER = ("HELDOUT", "MOE", "HELDOUT2", "HELDOUT3", "TITAN", "HELDOUT4")
 #: the row whose step, 288 micro-batches through 8 x 8 pipeline chunks with the output
@@ -42,15 +47,7 @@ def test_every_heldout5_row_parses_or_says_why() -> None:
     parsed = parse_all("HELDOUT5", 21, EARLIER)
     skipped = {k for k, v in parsed.items() if isinstance(v, str)}
     assert skipped == {"MLP51-CISCO-L2-70B-LORA-64"}
-    for r in rows("HELDOUT5"):
-        row = parsed[r["row_id"]]
-        if isinstance(row, str):
-            continue
-        p = row.plan
-        stated = (r["tp"], r["pp"], r["dp"], r["cp"] or "1", r["gbs_seqs"], r["seq_len"], r["mbs"])
-        assert tuple(str(v) for v in (p.tp, p.pp, p.dp, p.cp, p.gbs, p.seq, p.mbs)) == stated
-        assert p.world == int(r["gpus"]) and row.published_s > 0, r["row_id"]
-        assert row.hw == (r["hwconfig"] or "h100") and not row.model.moe, r["row_id"]
+    check_launch_columns("HELDOUT5", parsed)
 
 
 def test_every_expressible_heldout5_row_estimates() -> None:
