@@ -49,6 +49,15 @@ PLANS = [
             precision=Precision.FP8,
         ),
     ),
+    # FSDP2 in a pipeline (torchtitan): gathered at the first forward, reduced after the last
+    # backward, FP32 accumulation every micro-batch
+    (
+        "llama3-8b",
+        ParallelPlan(
+            tp=2, pp=4, vp=2, dp=2, mbs=1, gbs=64, seq=4096, zero=3,
+            framework="torchtitan-compile",
+        ),
+    ),
     # the output layer's weight gradients of the first micro-batches deferred to the flush
     # (NeMo's Llama 3.1 405B recipe: 50), 1F1B and interleaved
     ("gpt3-1.3b", ParallelPlan(tp=2, pp=4, dp=2, mbs=1, gbs=64, seq=2048, defer_embedding_wgrad=6)),
