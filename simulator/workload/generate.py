@@ -45,7 +45,7 @@ from lumos.simulator.workload.cp_torch import CP_NEXT, CP_PREV
 from lumos.simulator.workload.dims import BF16, Ctx
 from lumos.simulator.workload.layout import Coords, Layout
 from lumos.simulator.workload.plan import ParallelPlan, Recompute
-from lumos.simulator.workload.schedule import Step, stage_order
+from lumos.simulator.workload.schedule import Step, stage_order, units
 from lumos.simulator.workload.spec import ModelSpec
 
 OPTIMIZER_BYTES_PER_PARAM = (
@@ -62,30 +62,6 @@ class GeneratedStep:
     flops: dict[int, np.ndarray] = field(default_factory=dict)
     nbytes: dict[int, np.ndarray] = field(default_factory=dict)
     orders: dict[int, list[Step]] = field(default_factory=dict)
-
-
-def units(order: list[Step], pp: int, overlap: bool) -> list[tuple[tuple[Step, int], ...]]:
-    """The passes of `order` (with their positions) as the rank issues them: one by one,
-    or with `overlap` (EP all-to-all overlap) each steady-state forward merged with the
-    backward after it — without pipelining, Megatron-Core merges the forward of micro-batch
-    i + 1 with the backward of micro-batch i (`combined_1f1b_schedule_for_no_pipelining`)."""
-    indexed = list(zip(order, range(len(order)), strict=True))
-    if not overlap:
-        return [(p,) for p in indexed]
-    if pp == 1:  # order is F0 B0 F1 B1 ...: F0, (F1, B0), (F2, B1), ..., B_last
-        fwd = [p for p in indexed if p[0].forward]
-        bwd = [p for p in indexed if not p[0].forward]
-        return [(fwd[0],), *zip(fwd[1:], bwd[:-1], strict=True), (bwd[-1],)]
-    out: list[tuple[tuple[Step, int], ...]] = []
-    i = 0
-    while i < len(indexed):
-        if i + 1 < len(indexed) and indexed[i][0].forward and not indexed[i + 1][0].forward:
-            out.append((indexed[i], indexed[i + 1]))
-            i += 2
-        else:
-            out.append((indexed[i],))
-            i += 1
-    return out
 
 
 def _add_last(params: list[int], extra: int) -> list[int]:

@@ -82,3 +82,27 @@ def in_flight(order: list[Step], weights: list[float] | None = None) -> float:
         live += w if st.forward else -w
         peak = max(peak, live)
     return peak
+
+
+def units(order: list[Step], pp: int, overlap: bool) -> list[tuple[tuple[Step, int], ...]]:
+    """The passes of `order` (with their positions) as the rank issues them: one by one,
+    or with `overlap` (EP all-to-all overlap) each steady-state forward merged with the
+    backward after it — without pipelining, Megatron-Core merges the forward of micro-batch
+    i + 1 with the backward of micro-batch i (`combined_1f1b_schedule_for_no_pipelining`)."""
+    indexed = list(zip(order, range(len(order)), strict=True))
+    if not overlap:
+        return [(p,) for p in indexed]
+    if pp == 1:  # order is F0 B0 F1 B1 ...: F0, (F1, B0), (F2, B1), ..., B_last
+        fwd = [p for p in indexed if p[0].forward]
+        bwd = [p for p in indexed if not p[0].forward]
+        return [(fwd[0],), *zip(fwd[1:], bwd[:-1], strict=True), (bwd[-1],)]
+    out: list[tuple[tuple[Step, int], ...]] = []
+    i = 0
+    while i < len(indexed):
+        if i + 1 < len(indexed) and indexed[i][0].forward and not indexed[i + 1][0].forward:
+            out.append((indexed[i], indexed[i + 1]))
+            i += 2
+        else:
+            out.append((indexed[i],))
+            i += 1
+    return out

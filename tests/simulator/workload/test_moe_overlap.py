@@ -14,8 +14,8 @@ from lumos.simulator.costmodel.kernels import KernelModel
 from lumos.simulator.graph import COLL, COMP
 from lumos.simulator.workload import ParallelPlan, estimate, generate
 from lumos.simulator.workload.block import COMPUTE, EP_STREAM
-from lumos.simulator.workload.generate import Generator, units
-from lumos.simulator.workload.schedule import stage_order
+from lumos.simulator.workload.generate import Generator
+from lumos.simulator.workload.schedule import stage_order, units
 from lumos.simulator.workload.spec import ModelSpec, model_from_dict
 
 SMALL = {
