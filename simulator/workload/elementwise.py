@@ -22,7 +22,7 @@ from lumos.simulator.workload.framework import (
     WEIGHT_CAST_BYTES,
     Eager,
 )
-from lumos.simulator.workload.spec import Mlp, Norm
+from lumos.simulator.workload.spec import Norm
 
 
 def kernels(
@@ -73,7 +73,7 @@ def repeat_kv(blk: Block, ctx: Ctx, name: str, backward: bool = False) -> None:
 def activation(blk: Block, ctx: Ctx, name: str, backward: bool = False) -> None:
     """The MLP activation over the local FFN width (gated: act(gate) * up)."""
     T, ffn, up = ctx.T, ctx.ffn, ctx.up_width
-    if ctx.fw.eager and ctx.model.mlp is Mlp.SWIGLU:
+    if ctx.fw.eager and ctx.model.gated:  # act(gate) then x up: the same ops for GeGLU
         chain(blk, ctx, name, EAGER["swiglu"][backward], T * ffn)
         return
     nbytes = T * ((2 * up + ffn) if backward else (up + ffn)) * BF16

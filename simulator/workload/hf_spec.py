@@ -6,10 +6,12 @@ ffn, vocab, mlp, norm, tied_embeddings, position, bias, seq`); the mixture-of-ex
 attention-shape names go on to `moe_spec`. What the names mean:
 
 - renamed as they are: `ALIASES` (`num_hidden_layers`/`n_layer`/`num_layers` -> layers, ...);
-- the MLP from the activation (`hidden_act`, `activation_function`, Megatron's `swiglu` /
-  `squared_relu` / `gated_linear_unit`) and whether the architecture gates it (`FAMILIES`
-  by `model_type`: Llama, Mistral, Qwen, DeepSeek, GPT-OSS gated; GPT-2, GPT-NeoX, Falcon,
-  Nemotron not): silu / swish gated -> swiglu, gelu* ungated -> gelu, relu2 -> squared_relu;
+- the MLP from the activation (`hidden_act`, `activation_function`, `hidden_activation`,
+  Megatron's `swiglu` / `squared_relu` / `gated_linear_unit`, NeMo's `activation`) and
+  whether the architecture gates it (`hf_families.FAMILIES` by `model_type`: Llama,
+  Mistral, Qwen, DeepSeek, Gemma, GPT-OSS gated; GPT-2, GPT-NeoX, Falcon, Nemotron, OPT
+  not; NeMo's `geglu` / `fast-geglu` / `fast-swiglu` gated): silu / swish gated -> swiglu,
+  gelu* gated -> geglu, gelu* ungated -> gelu, relu2 -> squared_relu, relu ungated -> relu;
 - the norm from the field the config has (`rms_norm_eps` -> rmsnorm, `layer_norm_eps` /
   `layer_norm_epsilon` -> layernorm, Megatron's `normalization`), else the family's;
 - `bias` (lumos: every linear layer has a bias, GPT-style) when the config's attention and
@@ -22,17 +24,22 @@ attention-shape names go on to `moe_spec`. What the names mean:
 - a Megatron mapping (`MEGATRON` names present, no `model_type`) takes Megatron-LM's
   defaults for what it leaves out: GeLU, LayerNorm, linear biases, learned positions, tied.
 
-Keys that do not change a step's cost are dropped (`IGNORED`); architectures lumos does not
-model are refused by name (`UNMODELLED`); any other key is "unknown" with a did-you-mean.
+Keys that do not change a step's cost are dropped (`IGNORED`, and transformers' private
+`_...` attributes such as `_attn_implementation`); architectures lumos does not model are
+refused by name, first by key (`UNMODELLED`), then by `model_type`
+(`hf_families.REFUSED`), before any other key is looked at; model types that spell their
+shape their own way are rewritten first (`hf_layouts`); any other key is "unknown" with a
+did-you-mean.
 """
 
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
 from typing import Any
 
 from lumos.errors import ConfigError
+from lumos.simulator.workload.hf_families import Family, family
+from lumos.simulator.workload.hf_layouts import rewrite
 
 #: lumos key -> names that give it as they are (lumos' own first)
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -46,7 +53,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
 }
 #: names that choose mlp / norm / bias / position / tied embeddings (resolved below)
 DERIVED = (
-    "hidden_act", "activation_function", "activation", "swiglu", "squared_relu",
+    "hidden_act", "activation_function", "activation", "hidden_activation", "swiglu",
+    "squared_relu", "use_bias",
     "gated_linear_unit", "normalization", "rms_norm_eps", "layer_norm_eps",
     "layer_norm_epsilon", "layernorm_epsilon", "norm_eps", "norm_epsilon",
     "apply_layernorm_1p", "layernorm_zero_centered_gamma", "attention_bias", "mlp_bias",
@@ -83,59 +91,52 @@ IGNORED = frozenset((
     "summary_activation", "summary_proj_to_labels", "task_specific_params",
     "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn",
     "qk_layernorm", "use_qk_norm", "tokenizer_class", "dtype",
+    # Qwen2.5's `use_mrope` (multimodal RoPE positions), Phi-3's RoPE-scaling length and
+    # its `full_attn_mod` / `interpolate_factor` (read by no transformers model), a bias on
+    # the output layer (vocab floats), OLMo's / DBRX's clamp of QKV (`clip_qkv`, elementwise)
+    "use_mrope", "original_max_position_embeddings", "full_attn_mod", "interpolate_factor",
+    "lm_head_bias", "clip_qkv",
+    # Granite's scalar multipliers; StarCoder2's softmax precision, dropouts and the
+    # original `norm_type` / `mlp_type` names transformers does not read (LayerNorm, GeLU)
+    "attention_multiplier", "embedding_multiplier", "residual_multiplier", "logits_scaling",
+    "attention_softmax_in_fp32", "scale_attention_softmax_in_fp32", "residual_dropout",
+    "embedding_dropout", "norm_type", "mlp_type",
+    # Llama 4's NoPE layers (RoPE skipped on every fourth), attention temperature tuning,
+    # router noise; inference-only settings
+    "no_rope_layers", "no_rope_layer_interval", "attn_temperature_tuning", "floor_scale",
+    "attn_scale", "router_jitter_noise", "for_llm_compressor", "cache_implementation",
+    "attention_chunk_size_is_global", "attn_implementation",
 ))  # fmt: skip
 #: keys of architectures lumos does not model -> what they are (refused when set)
 UNMODELLED = {
+    "text_config": "a multimodal wrapper around a text model",
     "parallel_attn": "attention and MLP run in parallel from one norm (Falcon)",
     "new_decoder_architecture": "Falcon's parallel attention and MLP with two norms",
     "use_parallel_residual": "attention and MLP in parallel residual branches (GPT-NeoX)",
     "is_encoder_decoder": "an encoder-decoder model",
     "vision_config": "a vision tower beside the text model",
     "audio_config": "an audio tower beside the text model",
-    "text_config": "a multimodal wrapper; give its text model's config as the file",
     "cross_attention_layers": "cross-attention layers",
     "use_sliding_window": "sliding-window attention on the layers past max_window_layers",
     "sliding_window_pattern": "local layers with a global one every n (Gemma)",
     "alibi": "ALiBi attention biases instead of position embeddings",
+    "layerdrop": "layers skipped at random in training (LayerDrop)",
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Family:
-    """What a Hugging Face `model_type` fixes that its config.json need not say: a gated
-    MLP, the norm, (attention, MLP) biases, positions, tied embeddings by default, and
-    which layers a `sliding_window` without `layer_types` applies to (every n-th)."""
-
-    gated: bool
-    norm: str
-    bias: tuple[bool, bool] = (False, False)
-    position: str = "rope"
-    tied: bool = False
-    window_every: int = 1
-
-
-_LLAMA = Family(True, "rmsnorm")
-#: HF model_type -> its fixed traits (transformers' modeling_*.py and *Config defaults)
-FAMILIES: dict[str, Family] = {
-    **dict.fromkeys(("llama", "mistral", "mixtral", "qwen3", "qwen3_moe"), _LLAMA),
-    **dict.fromkeys(("deepseek_v2", "deepseek_v3"), _LLAMA),
-    **dict.fromkeys(("gemma", "gemma2", "gemma3_text"), _LLAMA),  # GeGLU: refused
-    "qwen2": Family(True, "rmsnorm", bias=(True, False)),
-    "qwen2_moe": Family(True, "rmsnorm", bias=(True, False)),
-    "gpt_oss": Family(True, "rmsnorm", bias=(True, True), window_every=2),
-    "gpt2": Family(False, "layernorm", bias=(True, True), position="learned", tied=True),
-    "gpt_neox": Family(False, "layernorm", bias=(True, True)),
-    "falcon": Family(False, "layernorm", tied=True),
-    "nemotron": Family(False, "layernorm"),
-}
 #: a Megatron mapping's defaults (Megatron-LM arguments.py)
-_MEGATRON = Family(False, "layernorm", bias=(True, True), position="learned", tied=True)
+_MEGATRON = Family(False, "layernorm", bias=(True, True), position="learned", tied=True, act="gelu")
 _ACTIVATION = {
     **dict.fromkeys(("silu", "swish", "swiglu", "fast-swiglu"), "silu"),
     **dict.fromkeys(("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_python"), "gelu"),
     **dict.fromkeys(("quick_gelu", "gelu_accurate", "geglu", "fast-geglu"), "gelu"),
     **dict.fromkeys(("relu2", "squared-relu", "squared_relu"), "squared_relu"),
+    "gelu_tanh": "gelu",
+    "relu": "relu",
 }
+#: names that give the activation, and the activations whose name says the MLP is gated
+_ACT_NAMES = ("hidden_act", "activation_function", "activation", "hidden_activation")
+_GATED_NAMES = ("swiglu", "fast-swiglu", "geglu", "fast-geglu")
 LUMOS_ONLY = ("mlp", "norm", "tied_embeddings", "position", "bias", "dropout", "name")
 
 
@@ -158,9 +159,13 @@ def lumos_keys(data: dict[str, Any], where: str, known: tuple[str, ...]) -> dict
     ones dropped; `known`: the other keys a spec takes (lumos' MoE keys and their
     aliases). Raises ConfigError naming `where` and the key for an unmodelled
     architecture, an unknown key (with a did-you-mean) or names that disagree."""
+    data = {k: v for k, v in data.items() if not _private(k)}
     for key, what in UNMODELLED.items():
         if key in data and _set(data[key]):
-            raise ConfigError(f"{where}: {key!r} means {what}, which lumos does not model")
+            hint = "; give its text_config as the file" if key == "text_config" else ""
+            raise ConfigError(f"{where}: {key!r} means {what}, which lumos does not model{hint}")
+    family = _family(data, where)  # an unmodelled model type is refused before its keys
+    data = rewrite(data.get("model_type"), data, where)
     names = {n for group in ALIASES.values() for n in group}
     allowed = names | set(DERIVED) | IGNORED | set(UNMODELLED) | set(known) | set(LUMOS_ONLY)
     for key in data:
@@ -174,7 +179,8 @@ def lumos_keys(data: dict[str, Any], where: str, known: tuple[str, ...]) -> dict
     rest = {k: v for k, v in data.items() if k not in IGNORED and k not in UNMODELLED}
     if data.get("use_sliding_window") is False:  # Qwen2/3: `sliding_window` is then unused
         rest.pop("sliding_window", None)
-    family = _family(rest, where)
+    for key in ("architectures", "model_type"):
+        rest.pop(key, None)
     out = {k: v for k in ALIASES if (v := _take(rest, ALIASES[k], where)) is not None}
     if rest.pop("group_query_attention", None) is False:
         out.pop("kv_heads", None)
@@ -197,24 +203,24 @@ def lumos_keys(data: dict[str, Any], where: str, known: tuple[str, ...]) -> dict
     table = _take(rest, ("n_positions", "max_position_embeddings", "max_sequence_length"), where)
     if out["position"] == "learned" and table is not None and "seq" not in out:
         out["seq"] = table  # the learned table's rows: what the model runs at
-    _layer_types(rest, family, where)
+    _layer_types(rest, family, out.get("layers"), where)
     out["name"] = rest.pop("name", None) or rest.pop("_name_or_path", None)
     rest.pop("_name_or_path", None)
     return {**rest, **{k: v for k, v in out.items() if v is not None}}
 
 
+def _private(key: object) -> bool:
+    """transformers' private attributes (`_attn_implementation`, `_commit_hash`, ...), which
+    never describe the architecture; `_name_or_path` names the model."""
+    return isinstance(key, str) and key.startswith("_") and key != "_name_or_path"
+
+
 def _family(data: dict[str, Any], where: str) -> Family | None:
-    """The config's family: its `model_type`'s, Megatron's, or None (lumos' own keys)."""
-    data.pop("architectures", None)
-    kind = data.pop("model_type", None)
+    """The config's family: its `model_type`'s (`hf_families.family`, which refuses the
+    model types lumos does not model), Megatron's, or None (lumos' own keys)."""
+    kind = data.get("model_type")
     if kind is not None:
-        if not isinstance(kind, str) or kind not in FAMILIES:
-            raise ConfigError(
-                f"{where}: model_type {kind!r} is not one lumos knows ({', '.join(FAMILIES)}): "
-                "its block may differ (parallel attention and MLP, post-norms) without a key "
-                "saying so; write its shape in lumos' keys if it is a plain pre-norm decoder"
-            )
-        return FAMILIES[kind]
+        return family(kind, where)
     return _MEGATRON if any(k in data for k in MEGATRON) else None
 
 
@@ -232,7 +238,7 @@ def _mlp(data: dict[str, Any], family: Family | None, where: str) -> Any:
     lumos = data.pop("mlp", None)
     swiglu, squared = data.pop("swiglu", None), data.pop("squared_relu", None)
     gated = data.pop("gated_linear_unit", None)
-    act = _take(data, ("hidden_act", "activation_function", "activation"), where)
+    act = _activation(data, where)
     if lumos is not None:
         return lumos
     if squared:
@@ -240,20 +246,38 @@ def _mlp(data: dict[str, Any], family: Family | None, where: str) -> Any:
     if swiglu:
         return "swiglu"
     if act is None:
-        return "swiglu" if family and family.gated else "gelu" if family else None
-    kind = _ACTIVATION.get(str(act).lower())
-    gated = bool(gated) if gated is not None else str(act).lower() in ("swiglu", "fast-swiglu")
+        if family is None:
+            return None
+        act = family.act
+    name = str(act).lower()
+    kind = _ACTIVATION.get(name)
+    gated = bool(gated) if gated is not None else name in _GATED_NAMES
     gated = gated or bool(family and family.gated)
     if kind is None:
-        raise ConfigError(f"{where}: activation {act!r} is not modelled (silu, gelu, relu2)")
+        raise ConfigError(f"{where}: activation {act!r} is not modelled (silu, gelu, relu, relu2)")
     if kind == "silu" and gated:
         return "swiglu"
-    if kind == "squared_relu" and not gated:
-        return "squared_relu"
-    if kind == "gelu" and not gated:
-        return "gelu"
-    hint = "" if family else " (or say which it is: mlp: swiglu | gelu | squared_relu)"
+    if kind == "gelu":
+        return "geglu" if gated else "gelu"
+    if kind in ("squared_relu", "relu") and not gated:
+        return kind
+    hint = (
+        "" if family else " (or say which it is: mlp: swiglu | geglu | gelu | relu | squared_relu)"
+    )
     raise ConfigError(f"{where}: a {'gated' if gated else 'plain'} {act} MLP is not modelled{hint}")
+
+
+def _activation(data: dict[str, Any], where: str) -> Any:
+    """The activation the config names (popped; None if none). Gemma 2 gives `hidden_act`
+    and `hidden_activation`, StarCoder2 `hidden_act` gelu_pytorch_tanh and
+    `activation_function` gelu: names of one kind agree; of two kinds, a ConfigError."""
+    given = [(n, data.pop(n)) for n in _ACT_NAMES if n in data]
+    given = [(n, v) for n, v in given if v is not None]
+    kinds = {_ACTIVATION.get(str(v).lower(), repr(v)) for _, v in given}
+    if len(kinds) > 1:
+        (a, va), (b, vb) = given[0], given[1]
+        raise ConfigError(f"{where}: {a!r} ({va!r}) and {b!r} ({vb!r}) disagree")
+    return given[0][1] if given else None
 
 
 def _norm(data: dict[str, Any], family: Family | None, where: str) -> Any:
@@ -279,6 +303,8 @@ def _bias(data: dict[str, Any], family: Family | None) -> Any:
     """True when attention and MLP linears both have biases (module doc)."""
     lumos = data.pop("bias", None)
     add = data.pop("add_bias_linear", None)
+    use = data.pop("use_bias", None)  # StarCoder2: every linear
+    add = use if add is None else add
     off = data.pop("disable_bias_linear", None)
     attention, mlp = data.pop("attention_bias", None), data.pop("mlp_bias", None)
     for key in ("add_qkv_bias", "qkv_bias"):  # QKV only: not priced (module doc)
@@ -324,8 +350,9 @@ def _position(data: dict[str, Any], family: Family | None, where: str) -> Any:
     return family.position if family else None
 
 
-def _layer_types(data: dict[str, Any], family: Family | None, where: str) -> None:
-    """HF `layer_types` / `sliding_window` as lumos' `window` every `window_every` layers."""
+def _layer_types(data: dict[str, Any], family: Family | None, layers: Any, where: str) -> None:
+    """HF `layer_types` / `sliding_window` as lumos' `window` every `window_every` layers;
+    `layer_types` must name every one of the `layers`."""
     types = data.pop("layer_types", None)
     if "sliding_window" in data and data["sliding_window"] is None:
         del data["sliding_window"]
@@ -338,6 +365,8 @@ def _layer_types(data: dict[str, Any], family: Family | None, where: str) -> Non
         raise ConfigError(
             f"{where}: 'layer_types' other than full_attention / sliding_attention are not modelled"
         )
+    if isinstance(layers, int) and len(types) != layers:
+        raise ConfigError(f"{where}: 'layer_types' has {len(types)} entries for {layers} layers")
     sliding = [i for i, t in enumerate(types) if t == "sliding_attention"]
     if not sliding:
         data.pop("sliding_window", None)

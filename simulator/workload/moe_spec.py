@@ -6,7 +6,7 @@ always-active shared-expert MLP, 0: none) or `shared_experts` (their count, each
 `moe_ffn` wide), `moe_every` (every n-th layer is MoE, Megatron's `moe_layer_freq`),
 `first_dense` (leading dense layers, DeepSeek's `first_k_dense_replace`), `head_dim`
 (when it is not hidden / heads), `window` / `window_every` (sliding-window attention on
-every n-th layer, from layer 0), and multi-head latent attention (DeepSeek-V2/V3 MLA:
+every n-th layer, from layer 0), `chunk` (Llama 4's `attention_chunk_size`), and multi-head latent attention (DeepSeek-V2/V3 MLA:
 `kv_lora` > 0, the KV compression rank; `q_lora`, the query compression rank, 0: queries
 projected directly; `qk_nope` / `qk_rope`, the per-head query/key widths without and with
 RoPE; `v_head`, the per-head value width), and `mtp_layers` (multi-token prediction
@@ -51,6 +51,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "head_size": ("head_dim", "kv_channels", "head_size"),
     "window": ("window", "sliding_window"),
     "window_every": ("window_every",),
+    "chunk": ("chunk", "attention_chunk_size"),
     "q_lora": ("q_lora", "q_lora_rank"),
     "kv_lora": ("kv_lora", "kv_lora_rank"),
     "qk_nope": ("qk_nope", "qk_nope_head_dim"),
@@ -74,6 +75,7 @@ DEFAULTS = {
     "first_dense": 0,
     "window": 0,
     "window_every": 2,
+    "chunk": 0,
     "q_lora": 0,
     "kv_lora": 0,
     "qk_nope": 0,

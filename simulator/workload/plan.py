@@ -223,8 +223,9 @@ class ParallelPlan:
             raise ConfigError(
                 f"plan: gbs {self.gbs} is not a multiple of mbs x dp = {self.mbs * self.dp}"
             )
-        if model.heads % self.tp or model.ffn % self.tp:
-            raise ConfigError(f"plan: tp {self.tp} must divide heads ({model.heads}) and ffn")
+        for field, size in (("heads", model.heads), ("ffn", model.ffn)):
+            if size % self.tp:
+                raise ConfigError(f"plan: tp {self.tp} must divide {field} ({size})")
         if model.kv_heads % self.tp:
             raise ConfigError(
                 f"plan: tp {self.tp} must divide the {model.kv_heads} key/value heads (query "
@@ -233,6 +234,18 @@ class ParallelPlan:
             )
         if self.seq % (2 * self.cp if self.cp > 1 else 1):
             raise ConfigError(f"plan: seq {self.seq} must divide into 2 x cp chunks")
+        if model.chunk and self.seq > model.chunk:
+            raise ConfigError(
+                f"plan: seq {self.seq} is longer than {model.name}'s attention chunk "
+                f"({model.chunk} tokens, attention_chunk_size): chunked attention is modelled "
+                "as full causal attention, which it equals only up to one chunk"
+            )
+        if self.vp > 1 and self.pp == 1:
+            raise ConfigError(
+                f"plan: vp {self.vp} needs pp > 1 (the interleaved schedule splits each "
+                "pipeline stage into virtual stages; Megatron-Core's initialize_model_parallel "
+                "refuses it without pipeline parallelism)"
+            )
         self.chunk_layers(model)
         if self.vp > 1 and self.microbatches % self.pp:
             raise ConfigError(

@@ -36,11 +36,14 @@ BUILTIN = Path(__file__).with_name("models.yaml")
 
 class Mlp(str, Enum):
     """MLP activation: GeLU (GPT), SwiGLU (Llama, Mistral: gated, two up projections),
-    squared ReLU (Nemotron-4)."""
+    GeGLU (Gemma: gated like SwiGLU, GeLU on the gate; the same GEMMs and elementwise
+    bytes), squared ReLU (Nemotron-4), ReLU (OPT: ungated, priced as GeLU)."""
 
     GELU = "gelu"
     SWIGLU = "swiglu"
+    GEGLU = "geglu"
     SQUARED_RELU = "squared_relu"
+    RELU = "relu"
 
 
 class Norm(str, Enum):
@@ -53,7 +56,10 @@ class ModelSpec:
     """Shape of one model; `ffn` is the MLP inner size (per up projection for SwiGLU).
     `head_size`: attention head width when it is not hidden / heads (Qwen3, GPT-OSS); the
     MoE fields are zero for a dense model (see module doc); `window`: sliding-window
-    attention span of every `window_every`-th layer (0: none); `dropout`: a model with biases
+    attention span of every `window_every`-th layer (0: none); `chunk`: Llama 4's chunked
+    attention (`attention_chunk_size`: a query sees the keys of its own chunk of that many
+    tokens), priced as full causal attention, which it is while seq <= chunk
+    (`ParallelPlan.check` refuses a longer seq; 0: none); `dropout`: a model with biases
     (GPT-style) trains with dropout, whose masks the memory estimate keeps (False: MPT's
     configs, every pdrop 0)."""
 
@@ -80,6 +86,7 @@ class ModelSpec:
     first_dense: int = 0
     window: int = 0
     window_every: int = 2
+    chunk: int = 0
     q_lora: int = 0
     kv_lora: int = 0
     qk_nope: int = 0
@@ -187,7 +194,8 @@ class ModelSpec:
 
     @property
     def gated(self) -> bool:
-        return self.mlp is Mlp.SWIGLU
+        """A gated MLP (SwiGLU, GeGLU): two up projections, act(gate) x up."""
+        return self.mlp in (Mlp.SWIGLU, Mlp.GEGLU)
 
     def layer_params(self) -> int:
         """Weights of one transformer layer (attention, MLP, two norms, biases)."""

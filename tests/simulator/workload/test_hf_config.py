@@ -156,9 +156,12 @@ def test_deepseek_v3_active_parameters() -> None:
             {**cfg.GPT_OSS_120B, "layer_types": ["sliding_attention"] * 2 + ["full_attention"]},
             "layer_types",
         ),
-        ({**cfg.LLAMA31_8B, "model_type": "cohere"}, "model_type 'cohere'"),
-        ({**cfg.LLAMA31_8B, "hidden_act": "relu"}, "activation 'relu'"),
-        ({**cfg.LLAMA31_8B, "model_type": "gemma", "hidden_act": "gelu"}, "gated gelu"),
+        (
+            {**cfg.LLAMA31_8B, "model_type": "cohere"},
+            "model_type 'cohere' means attention and MLP in parallel",
+        ),
+        ({**cfg.LLAMA31_8B, "hidden_act": "tanh"}, "activation 'tanh'"),
+        ({**cfg.LLAMA31_8B, "hidden_act": "relu"}, "gated relu"),
         ({**cfg.MEGATRON_LLAMA3_8B, "position_embedding_type": "none"}, "position_embedding"),
     ],
 )

@@ -1,0 +1,135 @@
+"""What a Hugging Face `model_type` fixes that its config.json need not say, and the model
+types lumos refuses by name.
+
+A config.json states the shape (layers, widths, heads) but leaves the block to the model's
+modeling code: whether the MLP is gated, which norm, which linears have biases, how
+positions are encoded, whether the output layer reuses the embedding. `FAMILIES` holds
+those traits per `model_type`, read from transformers' `modeling_<type>.py` and the
+defaults of its `<Type>Config`; `REFUSED` names the model types whose block lumos cannot
+price (state-space or recurrent layers, parallel attention and MLP, post-norm sandwiches
+with logit soft-capping, ALiBi, encoders), with what they are, so that such a config is
+refused for its architecture before any of its keys is looked at.
+
+Families that are priced as the plain pre-norm decoder although their block differs in
+something that costs next to nothing (the reason is on each entry): OLMo's non-parametric
+LayerNorm (its 2·hidden weights a norm are counted), OLMo-2's norms after attention and MLP
+instead of before them (the same two RMSNorms over the same activations, plus QK-norm,
+which lumos does not price for any model), Granite's scalar multipliers of the embedding,
+residuals and logits (one multiply each, fused into neighbouring kernels), Gemma's
+embedding scaled by sqrt(hidden).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lumos.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """What a Hugging Face `model_type` fixes that its config.json need not say: a gated
+    MLP, the norm, (attention, MLP) biases, positions, tied embeddings by default, which
+    layers a `sliding_window` without `layer_types` applies to (every n-th), and the
+    activation when the config names none."""
+
+    gated: bool
+    norm: str
+    bias: tuple[bool, bool] = (False, False)
+    position: str = "rope"
+    tied: bool = False
+    window_every: int = 1
+    act: str = "silu"
+
+
+_LLAMA = Family(True, "rmsnorm")
+#: HF model_type -> its fixed traits (transformers' modeling_*.py and *Config defaults)
+FAMILIES: dict[str, Family] = {
+    **dict.fromkeys(("llama", "mistral", "mixtral", "qwen3", "qwen3_moe"), _LLAMA),
+    **dict.fromkeys(("deepseek", "deepseek_v2", "deepseek_v3"), _LLAMA),
+    # Phi-3: fused qkv_proj / gate_up_proj, the same GEMMs; `sliding_window` on every layer
+    # (Phi3Model builds a sliding-window causal mask when the config has one)
+    "phi3": _LLAMA,
+    # OLMo: LayerNorm without weights (OlmoLayerNorm), SwiGLU, no biases, untied
+    "olmo": Family(True, "layernorm"),
+    # OLMo-2: RMSNorm after attention and after the MLP (Olmo2DecoderLayer), QK-norm
+    "olmo2": _LLAMA,
+    # Granite: Llama with embedding / attention / residual / logit multipliers (scalars)
+    "granite": _LLAMA,
+    # Llama 4's text model: its MoE names are read by `hf_layouts.llama4_text`
+    "llama4_text": _LLAMA,
+    # DBRX: LayerNorm without bias, GLU experts (read by `hf_layouts.dbrx`)
+    "dbrx": Family(True, "layernorm"),
+    # Gemma: GeGLU (GemmaMLP: down(gelu_tanh(gate) * up)), output layer tied by default
+    "gemma": Family(True, "rmsnorm", tied=True, act="gelu_pytorch_tanh"),
+    "qwen2": Family(True, "rmsnorm", bias=(True, False)),
+    "qwen2_moe": Family(True, "rmsnorm", bias=(True, False)),
+    "gpt_oss": Family(True, "rmsnorm", bias=(True, True), window_every=2),
+    "gpt2": Family(
+        False, "layernorm", bias=(True, True), position="learned", tied=True, act="gelu"
+    ),
+    "gpt_neox": Family(False, "layernorm", bias=(True, True), act="gelu"),
+    "falcon": Family(False, "layernorm", tied=True, act="gelu"),
+    "nemotron": Family(False, "layernorm", act="relu2"),
+    # StarCoder2: LayerNorm, GeLU c_fc / c_proj, every linear biased (`use_bias`), the
+    # output layer tied by default (Starcoder2Config)
+    "starcoder2": Family(False, "layernorm", bias=(True, True), tied=True, act="gelu"),
+    # OPT: pre-LN (`do_layer_norm_before`), ReLU fc1 / fc2, biases, learned positions, tied
+    "opt": Family(False, "layernorm", bias=(True, True), position="learned", tied=True, act="relu"),
+}
+
+_PARALLEL = "attention and MLP in parallel from one norm"
+_SSM = "state-space (Mamba) layers"
+#: model types lumos knows it cannot price -> what their block is (refused before any key)
+REFUSED: dict[str, str] = {
+    "cohere": f"{_PARALLEL} (Command R), with a logit scale",
+    "cohere2": f"{_PARALLEL} (Command R7B) and sliding-window layers",
+    "gptj": f"{_PARALLEL} (GPT-J)",
+    "phi": f"{_PARALLEL} (Phi-1.5 / Phi-2)",
+    "gemma2": "norms after attention and MLP besides the ones before them, and soft-capped "
+    "attention scores and logits (Gemma 2)",
+    "gemma3_text": "norms after attention and MLP besides the ones before them, and local "
+    "layers with a global one every sixth (Gemma 3)",
+    "gemma3": "a vision tower beside Gemma 3's text model (its own block is not modelled "
+    "either: model_type gemma3_text)",
+    "llama4": "a vision tower beside Llama 4's text model; give its text_config "
+    "(model_type llama4_text) as the file",
+    "bloom": "ALiBi attention biases and a LayerNorm after the embedding (BLOOM)",
+    "mpt": "ALiBi attention biases by default (MPT)",
+    "jamba": f"{_SSM} interleaved with attention, and experts (Jamba)",
+    "mamba": _SSM,
+    "mamba2": _SSM,
+    "falcon_mamba": _SSM,
+    "falcon_h1": f"{_SSM} beside attention in every layer (Falcon-H1)",
+    "zamba": f"{_SSM} with a shared attention block (Zamba)",
+    "zamba2": f"{_SSM} with shared attention blocks (Zamba2)",
+    "nemotron_h": f"{_SSM} interleaved with attention (Nemotron-H)",
+    "rwkv": "recurrent (RWKV) time-mixing layers instead of attention",
+    "rwkv5": "recurrent (RWKV-5) time-mixing layers instead of attention",
+    "rwkv6": "recurrent (RWKV-6) time-mixing layers instead of attention",
+    "recurrent_gemma": "recurrent (Griffin) layers beside local attention",
+    "t5": "an encoder-decoder model",
+    "mt5": "an encoder-decoder model",
+    "umt5": "an encoder-decoder model",
+    "bart": "an encoder-decoder model",
+    "bert": "an encoder (bidirectional, no causal LM head)",
+    "roberta": "an encoder (bidirectional, no causal LM head)",
+    "chatglm": "GLM's own block and config names (ChatGLM)",
+}
+
+
+def family(kind: object, where: str) -> Family:
+    """The traits of `model_type` `kind`. Raises ConfigError naming `where` and the model
+    type when it is one lumos refuses (`REFUSED`) or does not know."""
+    if isinstance(kind, str) and kind in FAMILIES:
+        return FAMILIES[kind]
+    if isinstance(kind, str) and kind in REFUSED:
+        raise ConfigError(
+            f"{where}: model_type {kind!r} means {REFUSED[kind]}, which lumos does not model"
+        )
+    raise ConfigError(
+        f"{where}: model_type {kind!r} is not one lumos knows ({', '.join(FAMILIES)}): "
+        "its block may differ (parallel attention and MLP, extra norms, other layer kinds) "
+        "without a key saying so; write its shape in lumos' keys if it is a plain pre-norm "
+        "decoder"
+    )
