@@ -322,11 +322,15 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
     lumos YAML spec or a model's config.json (Hugging Face, Megatron; `hf_spec`).
 
     A `Path`, an existing file, or a name ending in .json / .yaml / .yml or holding a "/"
-    is a file (an existing file wins over a built-in of the same name). Raises
-    ConfigError for an unknown name (listing the built-ins) or a bad file (naming it).
+    is a file (an existing file wins over a built-in of the same name); a folder holding a
+    config.json (a Hugging Face download) is that file. Raises ConfigError for an unknown
+    name (listing the built-ins) or a bad file (naming it).
     """
     text = str(name_or_path)
     path = Path(text)
+    if _exists(path) and path.is_dir() and (path / "config.json").is_file():
+        path = path / "config.json"
+        text, name_or_path = str(path), path
     table = read_yaml(BUILTIN)
     is_file = isinstance(name_or_path, Path) or _exists(path)
     key = None if is_file else builtin_key(text, table)

@@ -216,3 +216,16 @@ def test_estimate_config_json_equals_the_builtin_step_time(tmp_path: Path) -> No
         assert result.exit_code == 0, result.output
         times.append(json.loads(result.output)["result"]["iteration_time_s"])
     assert times[0] == times[1] > 0
+
+
+def test_hub_download_folder_reads_its_config_json(tmp_path: Path) -> None:
+    """`--model ~/hf/Llama-3.1-8B` (the folder a Hugging Face download makes) was refused
+    as "is a folder, not a model spec file"; it reads the config.json inside, named after
+    the folder."""
+    path = _write(tmp_path, "Llama-3.1-8B", cfg.LLAMA31_8B)
+    spec = load_model(path.parent)
+    assert spec.name == "Llama-3.1-8B" and spec.params() == load_model("llama3.1-8b").params()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ConfigError, match="is a folder"):
+        load_model(empty)
