@@ -45,12 +45,15 @@ def _dim(ctx: Ctx) -> int:
 
 def _ring_steps(blk: Block, ctx: Ctx, name: str, backward: bool, window: int = 0) -> None:
     """cp flash-attention steps, each after receiving the next K/V (and dK/dV) shard. A
-    sliding window (`window` < s, no CP) is one step over a band of `window` keys per query."""
+    sliding window (`window` < s, no CP) is one step over the causal band: query i sees
+    min(i + 1, window) keys, window - window (window - 1) / 2s on average (s / 2 at
+    window = s, as causal attention), not `window` for every query."""
     cp = ctx.plan.cp
     if window and window < ctx.s and cp == 1:
         bh, scale = ctx.b * ctx.heads, ctx.fw.attention_scale(backward)
-        ns = ctx.km.attention_ns(bh, ctx.s, window, _dim(ctx), False, backward, scale)
-        flops = ctx.km.attention_flops(bh, ctx.s, window, _dim(ctx), False, backward)
+        band = window - window * (window - 1) // (2 * ctx.s)
+        ns = ctx.km.attention_ns(bh, ctx.s, band, _dim(ctx), False, backward, scale)
+        flops = ctx.km.attention_flops(bh, ctx.s, band, _dim(ctx), False, backward)
         blk.compute(name, ns, flops, float(ctx.T * ctx.qkv_width * BF16))
         return
     bh = ctx.b * ctx.heads
