@@ -105,7 +105,7 @@ IGNORED = frozenset((
     # router noise; inference-only settings
     "no_rope_layers", "no_rope_layer_interval", "attn_temperature_tuning", "floor_scale",
     "attn_scale", "router_jitter_noise", "for_llm_compressor", "cache_implementation",
-    "attention_chunk_size_is_global", "attn_implementation",
+    "attn_implementation",
 ))  # fmt: skip
 #: keys of architectures lumos does not model -> what they are (refused when set)
 UNMODELLED = {

@@ -60,6 +60,7 @@ from lumos.limits import MAX_MICROBATCHES, MAX_RANKS
 from lumos.simulator.workload import pipesplit
 from lumos.simulator.workload.fieldtypes import check_recipe_fields, check_types, is_int, whole
 from lumos.simulator.workload.framework import profile
+from lumos.simulator.workload.shape_checks import check_shape
 from lumos.simulator.workload.spec import ModelSpec
 
 
@@ -223,29 +224,7 @@ class ParallelPlan:
             raise ConfigError(
                 f"plan: gbs {self.gbs} is not a multiple of mbs x dp = {self.mbs * self.dp}"
             )
-        for field, size in (("heads", model.heads), ("ffn", model.ffn)):
-            if size % self.tp:
-                raise ConfigError(f"plan: tp {self.tp} must divide {field} ({size})")
-        if model.kv_heads % self.tp:
-            raise ConfigError(
-                f"plan: tp {self.tp} must divide the {model.kv_heads} key/value heads (query "
-                "groups: Megatron-Core and torchtitan split them over TP, neither replicates "
-                "them)"
-            )
-        if self.seq % (2 * self.cp if self.cp > 1 else 1):
-            raise ConfigError(f"plan: seq {self.seq} must divide into 2 x cp chunks")
-        if model.chunk and self.seq > model.chunk:
-            raise ConfigError(
-                f"plan: seq {self.seq} is longer than {model.name}'s attention chunk "
-                f"({model.chunk} tokens, attention_chunk_size): chunked attention is modelled "
-                "as full causal attention, which it equals only up to one chunk"
-            )
-        if self.vp > 1 and self.pp == 1:
-            raise ConfigError(
-                f"plan: vp {self.vp} needs pp > 1 (the interleaved schedule splits each "
-                "pipeline stage into virtual stages; Megatron-Core's initialize_model_parallel "
-                "refuses it without pipeline parallelism)"
-            )
+        check_shape(self, model)
         self.chunk_layers(model)
         if self.vp > 1 and self.microbatches % self.pp:
             raise ConfigError(

@@ -59,6 +59,9 @@ def test_nemo_geglu_activation_is_gated() -> None:
     spec = model_from_dict(args, "nemo")
     assert spec.mlp is Mlp.GEGLU and spec.gated
     assert spec.layer_params() == load_model("llama3-8b").layer_params()
+    # Megatron's `--gated-linear-unit` alone (GeLU, its default activation) was plain GeLU too
+    glu = model_from_dict({**cfg.MEGATRON_GPT3_175B, "gated_linear_unit": True}, "megatron")
+    assert glu.mlp is Mlp.GEGLU
 
 
 def test_phi3_sliding_window_covers_every_layer() -> None:

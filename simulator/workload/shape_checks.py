@@ -1,0 +1,56 @@
+"""How a plan's degrees must fit the model's shape: TP splits the heads, the FFN and the
+key/value heads (Megatron-Core and torchtitan split query groups over TP, neither
+replicates them); CP cuts the sequence into 2 x cp load-balanced chunks; the interleaved
+schedule needs a pipeline to interleave (Megatron-Core's `initialize_model_parallel`
+refuses virtual stages without pipeline parallelism); a model with chunked attention
+(`ModelSpec.chunk`) is priced as full causal attention, which it equals only up to one
+chunk. The plan's other rules (batch, ZeRO, experts, recipes) stay in `plan`."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from lumos.errors import ConfigError
+from lumos.simulator.workload.spec import ModelSpec
+
+
+class _Plan(Protocol):
+    """The plan fields the checks read (`plan.ParallelPlan`)."""
+
+    @property
+    def tp(self) -> int: ...
+    @property
+    def cp(self) -> int: ...
+    @property
+    def pp(self) -> int: ...
+    @property
+    def vp(self) -> int: ...
+    @property
+    def seq(self) -> int: ...
+
+
+def check_shape(plan: _Plan, model: ModelSpec) -> None:
+    """Raise ConfigError naming the first degree `plan` cannot apply to `model` (module
+    doc)."""
+    for field, size in (("heads", model.heads), ("ffn", model.ffn)):
+        if size % plan.tp:
+            raise ConfigError(f"plan: tp {plan.tp} must divide {field} ({size})")
+    if model.kv_heads % plan.tp:
+        raise ConfigError(
+            f"plan: tp {plan.tp} must divide the {model.kv_heads} key/value heads (query "
+            "groups: Megatron-Core and torchtitan split them over TP, neither replicates them)"
+        )
+    if plan.seq % (2 * plan.cp if plan.cp > 1 else 1):
+        raise ConfigError(f"plan: seq {plan.seq} must divide into 2 x cp chunks")
+    if model.chunk and plan.seq > model.chunk:
+        raise ConfigError(
+            f"plan: seq {plan.seq} is longer than {model.name}'s attention chunk "
+            f"({model.chunk} tokens, attention_chunk_size): chunked attention is modelled as "
+            "full causal attention, which it equals only up to one chunk"
+        )
+    if plan.vp > 1 and plan.pp == 1:
+        raise ConfigError(
+            f"plan: vp {plan.vp} needs pp > 1 (the interleaved schedule splits each pipeline "
+            "stage into virtual stages; Megatron-Core's initialize_model_parallel refuses it "
+            "without pipeline parallelism)"
+        )
