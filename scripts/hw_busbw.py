@@ -32,6 +32,8 @@ def main() -> None:
         ("h100", "auto"),
         ("a100", "auto"),
         ("h100-roce", "auto"),
+        ("h800", "auto"),
+        ("a800", "auto"),
     ]
     for n in args.ranks:
         print(f"\nall-reduce, {n} ranks: bus bandwidth GB/s (time µs) [algorithm]")

@@ -11,7 +11,8 @@ held-out torchtitan rows (`scripts/data/heldout_titan_h100.csv`, `--titan`), the
 (`heldout4_h100.csv`, `--heldout4`, `heldout4_rows.py`) and the fifth (`heldout5_h100.csv`,
 `--heldout5`: MLPerf Training logs, read with the fourth set's launch-script columns); see
 `scripts/data/README.md`. A row's
-`hwconfig` column, where it has one, names the shipped system it ran on.
+`hwconfig` column, where it has one, names the shipped system it ran on (or a system YAML
+in `scripts/data/`).
 
 Published step time: `iter_time_s` when given, else derived — from tokens/s/GPU as
 gbs·seq / (tokens/s/GPU · GPUs), or with the source's own FLOP convention: Narayanan 2021
@@ -326,6 +327,8 @@ def parse(r: dict[str, str]) -> Row | str:
         framework=_framework(r),
     )
     hw = r.get("hwconfig") or _hardware(r["gpu_type"])
+    if hw.endswith(".yaml"):  # a system file beside the data (a cluster no shipped one is)
+        hw = str(HELDOUT2.parent / hw)
     try:
         model, plan = heldout4_rows.software(r, _model(r), plan)
         return Row(r["row_id"], pub[0], pub[1], model, plan, hw)

@@ -100,7 +100,7 @@ def test_compare_names_its_overall_row(ddp_et: Path) -> None:
 def test_wrong_hw_is_one_line_listing_the_shipped_systems(ddp_et: Path) -> None:
     code, output = run("simulate", str(ddp_et), "--hw", "b200")
     assert code == 2
-    assert "unknown system 'b200'" in output and "a100, h100" in output
+    assert "unknown system 'b200'" in output and "a100, a800, h100" in output
     assert output.count("\n") == 1 and output.startswith("error: ")
 
 

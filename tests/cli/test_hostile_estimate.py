@@ -204,7 +204,7 @@ def test_fp8_on_a_gpu_without_fp8_and_unknown_systems_are_refused() -> None:
     code, out = run("estimate", "--model", MODEL, "--precision", "fp8", "--hw", "a100")
     assert code == 4 and "a100_sxm_80gb has no FP8 tensor cores" in out
     code, out = run("estimate", "--model", MODEL, "--hw", "b200")
-    assert code == 2 and "unknown system 'b200'; shipped: a100, h100" in out
+    assert code == 2 and "unknown system 'b200'; shipped: a100, a800, h100" in out
 
 
 def test_a_plan_that_does_not_fit_is_flagged_with_its_figure() -> None:

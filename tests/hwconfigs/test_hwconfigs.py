@@ -55,6 +55,19 @@ def test_a100_and_variants() -> None:
     assert load_system("h100-oversub").fabric.oversubscription == 2.0
 
 
+def test_h800_and_a800_are_their_dies_with_nvlink_cut_to_400_gbs() -> None:
+    """H800 SXM5 / A800 SXM4: the H100 / A100 die (same peaks, HBM, kernel physics) with
+    NVLink at 400 GB/s total, 200 a direction (NVIDIA's product briefs); the H800 on NDR 400,
+    the A800 on HDR 200 Gb/s NICs."""
+    for name, twin, fabric_gbs in (("h800", "h100", 50.0), ("a800", "a100", 25.0)):
+        cut, full = load_system(name), load_system(twin)
+        assert cut.gpu == full.gpu
+        assert cut.node.nvlink.bandwidth_gbps == 200 < full.node.nvlink.bandwidth_gbps
+        assert cut.node.nvlink.efficiency == full.node.nvlink.efficiency
+        assert (cut.node.nvls is None) == (full.node.nvls is None)
+        assert cut.fabric.nic_bandwidth_gbps == fabric_gbs
+
+
 def test_num_nodes_override() -> None:
     assert load_system("h100", num_nodes=2).world_size == 16
 
