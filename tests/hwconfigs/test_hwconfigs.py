@@ -19,6 +19,9 @@ from lumos.hwconfigs.schema import FabricTopology, Transport
 LOADERS = {"gpus": load_gpu, "nodes": load_node, "fabrics": load_fabric, "systems": load_system}
 
 
+REPO = Path(__file__).resolve().parents[2]
+
+
 @pytest.mark.parametrize(("kind", "name"), [(k, n) for k in LOADERS for n in shipped_names(k)])
 def test_every_shipped_config_loads(kind: str, name: str) -> None:
     spec = LOADERS[kind](name)
@@ -66,6 +69,9 @@ def test_h800_and_a800_are_their_dies_with_nvlink_cut_to_400_gbs() -> None:
         assert cut.node.nvlink.efficiency == full.node.nvlink.efficiency
         assert (cut.node.nvls is None) == (full.node.nvls is None)
         assert cut.fabric.nic_bandwidth_gbps == fabric_gbs
+    # FlagPerf's H800 cluster (scripts/data): the H800 node on 200 Gb/s NICs
+    ib200 = load_system(REPO / "scripts" / "data" / "h800_ib200.yaml")
+    assert ib200.node == load_system("h800").node and ib200.fabric.nic_bandwidth_gbps == 25.0
 
 
 def test_num_nodes_override() -> None:
