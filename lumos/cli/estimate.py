@@ -83,10 +83,11 @@ COUNT = click.IntRange(min=1)
 )
 @click.option(
     "--zero",
-    type=click.Choice(["0", "1", "3"]),
+    type=click.Choice(["0", "1", "2", "3"]),
     default="1",
-    help="ZeRO stage: 0 all-reduce, 1 distributed optimizer, 3 FSDP (with --pp: FSDP2 in "
-    "a pipeline, torchtitan / OLMo-core profiles).",
+    help="ZeRO stage: 0 all-reduce, 1 distributed optimizer, 2 gradients sharded too "
+    "(DeepSpeed stage 2), 3 FSDP (with --pp: FSDP2 in a pipeline, torchtitan / OLMo-core "
+    "profiles).",
 )
 @click.option("--precision", type=click.Choice(["bf16", "fp8"]), default="bf16")
 @click.option(

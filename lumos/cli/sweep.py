@@ -87,7 +87,7 @@ PLAN_DEFAULTS = {
 @click.option("--vp", help="Virtual stages per PP rank to try (interleaved 1F1B) [1].")
 @click.option("--mbs", help=f"Micro-batch sizes to try [{PLAN_DEFAULTS['mbs']}].")
 @click.option("--ep", help="Expert-parallel degrees to try (mixture-of-experts models) [1].")
-@click.option("--zero", help="ZeRO stages to try (0, 1, 3) [1].")
+@click.option("--zero", help="ZeRO stages to try (0, 1, 2, 3) [1].")
 @click.option(
     "--recompute",
     help="Activation recomputation (auto: per plan, the least that fits in memory) "

@@ -118,9 +118,9 @@ def enumerate_plans(space: SweepSpace, model: ModelSpec, gpus_per_node: int) -> 
             raise ConfigError(
                 f"sweep: --{name} needs positive integers, got {getattr(space, name)}"
             )
-    bad_zero = sorted(set(space.zero) - {0, 1, 3})
+    bad_zero = sorted(set(space.zero) - {0, 1, 2, 3})
     if not space.zero or bad_zero:
-        raise ConfigError(f"sweep: --zero takes stages 0, 1 and 3, got {bad_zero or '[]'}")
+        raise ConfigError(f"sweep: --zero takes stages 0, 1, 2 and 3, got {bad_zero or '[]'}")
     MAX_RANKS.check(space.gpus, "sweep: --gpus")
     try:
         profile(space.framework)

@@ -6,7 +6,9 @@ plus the FP32 reduced shard, where FSDP2 is kept unsharded under pipeline parall
 `zero` 3 with `pp` > 1, `fsdp_pp`: FSDP2 accumulates an unsharded gradient in the reduce dtype while
 gradient sync is off, torch `FSDPParam.to_accumulated_grad_if_needed`), Adam's FP32
 master weights and two moments (12 bytes a parameter) — divided over the data-parallel
-group for the optimizer states from ZeRO-1 and for everything from ZeRO-3 (plus two
+group for the optimizer states from ZeRO-1, for the gradients too from ZeRO-2 (DeepSpeed
+stage 2 partitions the reduced gradients; its reduce bucket is left to the workspace) and
+for everything from ZeRO-3 (plus two
 gathered layers) —, activations of every micro-batch
 in flight (the most the pipeline order holds at once, `schedule.in_flight`), the logits
 of the last stage, and a fixed workspace (CUDA context, library workspaces, NCCL
@@ -252,6 +254,8 @@ def estimate_memory(
         params = dense + experts[stage]
         w = float(params * _weight_bytes(ctx))
         g = float(params * BF16)
+        if plan.zero == 2:  # DeepSpeed stage 2: each rank keeps its reduced gradient shard
+            g = (dense / dp + experts[stage] / plan.expert_dp) * BF16
         if plan.fsdp_under_pp:  # FSDP2's FP32 unsharded accumulator (fsdp_pp)
             g = params * (FP32 + FP32 / dp)
         o = float(params * 12)

@@ -3,7 +3,8 @@
 A `ParallelPlan` holds the degrees (TP, CP, PP with `vp` virtual stages, DP), the batch
 (micro-batch `mbs`, global batch `gbs` in sequences, so `gbs / (mbs * dp)` micro-batches
 per step), sequence length, ZeRO stage (0: plain DP all-reduce, 1: distributed optimizer
-— reduce-scatter grads, all-gather params —, 3: FSDP, weights gathered per layer),
+— reduce-scatter grads, all-gather params —, 2: the same collectives with the gradients
+kept sharded too (DeepSpeed stage 2), 3: FSDP, weights gathered per layer),
 precision, activation recomputation, the overlap flags and the `framework` whose kernels
 run the layer (`framework`: megatron, torchtitan, torchtitan-compile, olmo-core, llm-foundry).
 ZeRO-3 gathers one flat buffer per layer, prefetched (`fsdp_unit` "layer": PyTorch FSDP,
@@ -155,10 +156,12 @@ class ParallelPlan:
 
     @property
     def step_zero(self) -> int:
-        """The ZeRO stage whose collectives the step runs: 1 for FSDP under a pipeline
+        """The ZeRO stage whose collectives the step runs: 1 for ZeRO-2 (gradients
+        reduce-scattered, parameters all-gathered after the step, as the distributed
+        optimizer does; only the memory differs) and for FSDP under a pipeline
         (parameters gathered once a step, gradients reduce-scattered after the last
         micro-batch: `fsdp_pp`), else `zero`."""
-        return 1 if self.fsdp_under_pp else self.zero
+        return 1 if self.fsdp_under_pp or self.zero == 2 else self.zero
 
     @property
     def world(self) -> int:
@@ -216,8 +219,8 @@ class ParallelPlan:
                 raise ConfigError(f"plan: {key} must be >= 1, got {getattr(self, key)}")
         if self.etp < 0:
             raise ConfigError(f"plan: etp must be >= 0 (0: tp), got {self.etp}")
-        if self.zero not in (0, 1, 3):
-            raise ConfigError(f"plan: zero must be 0, 1 or 3, got {self.zero}")
+        if self.zero not in (0, 1, 2, 3):
+            raise ConfigError(f"plan: zero must be 0, 1, 2 or 3, got {self.zero}")
         MAX_RANKS.check(self.world, "plan: world size (tp x pp x dp x cp)")
         MAX_MICROBATCHES.check(self.microbatches, "plan: micro-batches per step (gbs / mbs / dp)")
         if self.gbs % (self.mbs * self.dp):
@@ -245,7 +248,9 @@ class ParallelPlan:
                 f"olmo-core), not under {self.framework}"
             )
         if self.fp8_param_gather and (
-            self.precision is not Precision.FP8 or self.framework != "megatron" or self.zero == 3
+            self.precision is not Precision.FP8
+            or self.framework != "megatron"
+            or self.zero not in (0, 1)
         ):
             raise ConfigError(
                 "plan: fp8_param_gather (FP8 parameters) is modelled for FP8 Transformer "

@@ -285,6 +285,13 @@ def _straggler_assumption(given: KernelPhysics, job: KernelPhysics, gpus: int) -
 
 
 def _zero3_assumption(plan: ParallelPlan) -> list[str]:
+    if plan.zero == 2:
+        return [
+            "ZeRO-2 as DeepSpeed stage 2: the distributed optimizer's collectives (gradients "
+            "reduce-scattered in buckets during the backward, parameters all-gathered after "
+            "the step; overlapped with the next forward unless overlap_param_gather is off, "
+            "as DeepSpeed runs it), gradients and optimizer states sharded in memory"
+        ]
     if plan.zero != 3:
         return []
     if plan.fsdp_under_pp:

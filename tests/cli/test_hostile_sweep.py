@@ -63,9 +63,9 @@ def test_a_plan_sweep_takes_one_sequence_length(tmp_path: Path) -> None:
     ("args", "message"),
     [
         (["--tp", "3"], "none of the 1 grid points is a valid plan"),
-        (["--zero", "2"], "--zero takes stages 0, 1 and 3, got [2]"),
+        (["--zero", "4"], "--zero takes stages 0, 1, 2 and 3, got [4]"),
     ],
-    ids=["tp3", "zero2"],
+    ids=["tp3", "zero4"],
 )
 def test_a_grid_without_one_valid_plan_is_an_error(
     tmp_path: Path, args: list[str], message: str

@@ -32,7 +32,7 @@ REFUSED: list[tuple[str, str, dict[str, Any], type[LumosError], str]] = [
     ("ep-experts", "Qwen1.5-MoE-A2.7B", {"ep": 8, "dp": 8, "gbs": 8}, ConfigError, "60 experts"),
     ("gbs", "Llama-3.2-1B", {"dp": 8, "gbs": 12}, ConfigError, "gbs 12 is not a multiple"),
     ("zero3-pp", "Qwen3-8B", {"zero": 3, "pp": 2, "gbs": 2}, ConfigError, r"zero 3 \(FSDP\)"),
-    ("zero2", "Qwen3-8B", {"zero": 2}, ConfigError, "zero must be 0, 1 or 3"),
+    ("zero4", "Qwen3-8B", {"zero": 4}, ConfigError, "zero must be 0, 1, 2 or 3"),
     (
         "moe-titan",
         "DeepSeek-V2-Lite",
