@@ -107,6 +107,14 @@ COUNT = click.IntRange(min=1)
 @click.option("--no-sp", is_flag=True, help="No sequence parallelism (TP all-reduces).")
 @click.option("--tp-overlap", is_flag=True, help="Overlap TP communication with the GEMMs.")
 @click.option(
+    "--packed-doc-len",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Sequence packing (SFT): documents of this length-weighted mean length "
+    "(E[l^2]/E[l], tokens) concatenated into each sequence, attention within each [0: "
+    "unpacked].",
+)
+@click.option(
     "--fp8-param-gather",
     is_flag=True,
     help="With --precision fp8: FP8 linear weights, all-gathered in FP8 (Megatron-Core "
@@ -198,6 +206,7 @@ def estimate_command(
     no_sp: bool,
     tp_overlap: bool,
     fp8_param_gather: bool,
+    packed_doc_len: int,
     dispatcher: str,
     grouped_gemm: str,
     a2a_overlap: bool,
@@ -247,6 +256,7 @@ def estimate_command(
         sequence_parallel=not no_sp,
         tp_comm_overlap=tp_overlap,
         fp8_param_gather=fp8_param_gather,
+        packed_doc_len=packed_doc_len,
         a2a_overlap=a2a_overlap,
         dispatcher=dispatcher,
         grouped_gemm=grouped_gemm,

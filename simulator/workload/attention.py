@@ -43,17 +43,32 @@ def _dim(ctx: Ctx) -> int:
     return (ctx.model.qk_dim + ctx.model.v_dim) // 2
 
 
+def band(ctx: Ctx, window: int = 0) -> int:
+    """Mean keys a query attends to where that is not the whole causal sequence, else 0:
+    within a sliding window (`window` < s) query i sees min(i + 1, window) keys,
+    w - w (w - 1) / 2n on average over n queries (n / 2 at w = n, causal attention); in
+    packed sequences (`packed_doc_len` L < s: documents concatenated, attention within each,
+    Transformer Engine / flash-attention's varlen kernels on `cu_seqlens`) n is a
+    document's length, L the length-weighted mean E[l²]/E[l] (for which the mean over the
+    documents' queries is the same), and w the window if it is shorter."""
+    doc = ctx.plan.packed_doc_len
+    n = doc if 0 < doc < ctx.s else ctx.s
+    w = window if 0 < window < n else n
+    if n == ctx.s and w == n:
+        return 0
+    return w - w * (w - 1) // (2 * n)
+
+
 def _ring_steps(blk: Block, ctx: Ctx, name: str, backward: bool, window: int = 0) -> None:
-    """cp flash-attention steps, each after receiving the next K/V (and dK/dV) shard. A
-    sliding window (`window` < s, no CP) is one step over the causal band: query i sees
-    min(i + 1, window) keys, window - window (window - 1) / 2s on average (s / 2 at
-    window = s, as causal attention), not `window` for every query."""
+    """cp flash-attention steps, each after receiving the next K/V (and dK/dV) shard; with
+    a sliding window or packed sequences (no CP) one step over their band (`band`), not the
+    causal square."""
     cp = ctx.plan.cp
-    if window and window < ctx.s and cp == 1:
+    keys = band(ctx, window)
+    if keys and cp == 1:
         bh, scale = ctx.b * ctx.heads, ctx.fw.attention_scale(backward)
-        band = window - window * (window - 1) // (2 * ctx.s)
-        ns = ctx.km.attention_ns(bh, ctx.s, band, _dim(ctx), False, backward, scale)
-        flops = ctx.km.attention_flops(bh, ctx.s, band, _dim(ctx), False, backward)
+        ns = ctx.km.attention_ns(bh, ctx.s, keys, _dim(ctx), False, backward, scale)
+        flops = ctx.km.attention_flops(bh, ctx.s, keys, _dim(ctx), False, backward)
         blk.compute(name, ns, flops, float(ctx.T * ctx.qkv_width * BF16))
         return
     bh = ctx.b * ctx.heads

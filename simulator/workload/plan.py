@@ -47,7 +47,9 @@ vocab-parallel cross-entropy (FP32 logits, six passes forward, two backward; `el
 micro-batches run at the pipeline flush, after the last stage's last backward (0: none).
 `attention_kernel`: '' (the framework's), `cudnn` or `fa2` (`framework.ATTENTION`).
 `fp8_param_gather` is Megatron-Core's `--fp8-param-gather` (NeMo `fp8_params`): FP8 linear
-weights, all-gathered in FP8 (`fp8_params`).
+weights, all-gathered in FP8 (`fp8_params`). `packed_doc_len` (0: none) is sequence
+packing (NeMo's `packed_sequence` for SFT): documents of that length-weighted mean length
+concatenated into each sequence, attention within each (`attention.band`).
 """
 
 from __future__ import annotations
@@ -127,6 +129,7 @@ class ParallelPlan:
     defer_embedding_wgrad: int = 0
     attention_kernel: str = ""
     fp8_param_gather: bool = False
+    packed_doc_len: int = 0
 
     @property
     def selective_modules(self) -> frozenset[str]:
@@ -255,6 +258,13 @@ class ParallelPlan:
             raise ConfigError(
                 "plan: fp8_param_gather (FP8 parameters) is modelled for FP8 Transformer "
                 "Engine linears on the megatron framework with zero 0 or 1"
+            )
+        if self.packed_doc_len < 0 or (
+            self.packed_doc_len and (self.cp > 1 or not self.flash_attention)
+        ):
+            raise ConfigError(
+                "plan: packed_doc_len must be >= 0 (0: unpacked) and is modelled with flash "
+                "attention without context parallelism"
             )
         if self.fsdp_under_pp and self.fsdp_unit != "layer":
             raise ConfigError("plan: zero 3 with pipeline parallelism needs fsdp_unit 'layer'")
