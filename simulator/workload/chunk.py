@@ -109,6 +109,7 @@ def output_fwd(blk: Block, ctx: Ctx, waits: tuple[int, ...] = (), prefix: str = 
     T, h, v = ctx.T, ctx.h, ctx.vocab
     norm = blk.compute(f"{prefix}final_norm", *ctx.mem(ctx.T_sp * h * BF16 * 2), waits=waits)
     gathered_gemm(blk, ctx, f"{prefix}output", (T, v, h), norm, "bf16")
+    ew.logit_softcap(blk, ctx, prefix)
     ce = ew.cross_entropy(blk, ctx, backward=False, prefix=prefix)
     last = ce
     if ctx.plan.tp > 1:
@@ -124,6 +125,7 @@ def output_bwd(
     """The backward of `output_fwd`; with `defer` the output layer's weight gradient is
     left to the pipeline flush (`deferred_wgrads`)."""
     ew.cross_entropy(blk, ctx, backward=True, waits=waits, prefix=prefix)
+    ew.logit_softcap(blk, ctx, prefix, backward=True)
     red = col_backward(blk, ctx, f"{prefix}output", ctx.vocab, ctx.h, "bf16", wgrad=not defer)
     nbytes = ctx.T_sp * ctx.h * BF16 * 3
     blk.compute(f"{prefix}final_norm_bwd", *ctx.mem(nbytes), waits=red)

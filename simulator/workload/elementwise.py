@@ -46,10 +46,31 @@ def norm(
 ) -> int:
     """A norm over the sequence-parallel shard: fused, 2 passes forward / 3 backward over
     BF16; eager RMSNorm as torchtitan's Python chain (LayerNorm is one native kernel)."""
-    elements = ctx.T_sp * ctx.h
+    return _norm_over(blk, ctx, name, ctx.T_sp * ctx.h, backward, waits)
+
+
+def _norm_over(
+    blk: Block, ctx: Ctx, name: str, elements: int, backward: bool, waits: tuple[int, ...] = ()
+) -> int:
     if ctx.fw.eager and ctx.model.norm is Norm.RMSNORM:
         return chain(blk, ctx, name, EAGER["rmsnorm"][backward], elements, waits)
     return blk.compute(name, *ctx.mem(elements * BF16 * (3 if backward else 2)), waits=waits)
+
+
+def qk_norm(blk: Block, ctx: Ctx, name: str, backward: bool = False) -> None:
+    """The RMSNorm over each local query and key head (`ModelSpec.qk_norm`: Qwen3's and
+    Gemma 3's `q_norm` / `k_norm`, Megatron's `qk_layernorm`), as the layer's norms are."""
+    if ctx.model.qk_norm:
+        elements = ctx.T * (ctx.heads + ctx.kv_heads) * ctx.model.qk_dim
+        _norm_over(blk, ctx, name, elements, backward)
+
+
+def logit_softcap(blk: Block, ctx: Ctx, prefix: str, backward: bool = False) -> None:
+    """Gemma 2's `final_logit_softcapping` (cap · tanh(logits / cap)) over the local logits:
+    read and write BF16; the backward reads the capped logits and their gradient."""
+    if ctx.model.logit_softcap:
+        name = f"{prefix}logit_softcap" + ("_bwd" if backward else "")
+        blk.compute(name, *ctx.mem(ctx.T * ctx.vocab * BF16 * (3 if backward else 2)))
 
 
 def rope(blk: Block, ctx: Ctx, name: str, backward: bool = False) -> None:

@@ -6,16 +6,15 @@ modeling code: whether the MLP is gated, which norm, which linears have biases, 
 positions are encoded, whether the output layer reuses the embedding. `FAMILIES` holds
 those traits per `model_type`, read from transformers' `modeling_<type>.py` and the
 defaults of its `<Type>Config`; `REFUSED` names the model types whose block lumos cannot
-price (state-space or recurrent layers, parallel attention and MLP, post-norm sandwiches
-with logit soft-capping, ALiBi, encoders), with what they are, so that such a config is
-refused for its architecture before any of its keys is looked at.
+price (state-space or recurrent layers, parallel attention and MLP, ALiBi, encoders), with
+what they are, so that such a config is refused for its architecture before any of its
+keys is looked at.
 
 Families that are priced as the plain pre-norm decoder although their block differs in
 something that costs next to nothing (the reason is on each entry): OLMo's non-parametric
 LayerNorm (its 2·hidden weights a norm are counted), OLMo-2's norms after attention and MLP
-instead of before them (the same two RMSNorms over the same activations, plus QK-norm,
-which lumos does not price for any model), Granite's scalar multipliers of the embedding,
-residuals and logits (one multiply each, fused into neighbouring kernels), Gemma's
+instead of before them (the same two RMSNorms over the same activations), Granite's
+scalar multipliers of the embedding, residuals and logits (one multiply each, fused into neighbouring kernels), Gemma's
 embedding scaled by sqrt(hidden).
 """
 
@@ -31,7 +30,8 @@ class Family:
     """What a Hugging Face `model_type` fixes that its config.json need not say: a gated
     MLP, the norm, (attention, MLP) biases, positions, tied embeddings by default, which
     layers a `sliding_window` without `layer_types` applies to (every n-th), and the
-    activation when the config names none."""
+    activation when the config names none, and the block's extra norms (`hf_block`): after
+    attention and MLP (`post_norms`), over each query and key head (`qk_norm`)."""
 
     gated: bool
     norm: str
@@ -40,20 +40,26 @@ class Family:
     tied: bool = False
     window_every: int = 1
     act: str = "silu"
+    post_norms: bool = False
+    qk_norm: bool = False
 
 
 _LLAMA = Family(True, "rmsnorm")
 #: HF model_type -> its fixed traits (transformers' modeling_*.py and *Config defaults)
 FAMILIES: dict[str, Family] = {
-    **dict.fromkeys(("llama", "mistral", "mixtral", "qwen3", "qwen3_moe"), _LLAMA),
+    **dict.fromkeys(("llama", "mistral", "mixtral"), _LLAMA),
+    # Qwen3 (dense and MoE): RMSNorm over each query and key head (Qwen3Attention q_norm /
+    # k_norm)
+    **dict.fromkeys(("qwen3", "qwen3_moe"), Family(True, "rmsnorm", qk_norm=True)),
     **dict.fromkeys(("deepseek", "deepseek_v2", "deepseek_v3"), _LLAMA),
     # Phi-3: fused qkv_proj / gate_up_proj, the same GEMMs; `sliding_window` on every layer
     # (Phi3Model builds a sliding-window causal mask when the config has one)
     "phi3": _LLAMA,
     # OLMo: LayerNorm without weights (OlmoLayerNorm), SwiGLU, no biases, untied
     "olmo": Family(True, "layernorm"),
-    # OLMo-2: RMSNorm after attention and after the MLP (Olmo2DecoderLayer), QK-norm
-    "olmo2": _LLAMA,
+    # OLMo-2: RMSNorm after attention and after the MLP instead of before them
+    # (Olmo2DecoderLayer: the same two norms over the same activations), QK-norm
+    "olmo2": Family(True, "rmsnorm", qk_norm=True),
     # Granite: Llama with embedding / attention / residual / logit multipliers (scalars)
     "granite": _LLAMA,
     # Llama 4's text model: its MoE names are read by `hf_layouts.llama4_text`
@@ -62,6 +68,16 @@ FAMILIES: dict[str, Family] = {
     "dbrx": Family(True, "layernorm"),
     # Gemma: GeGLU (GemmaMLP: down(gelu_tanh(gate) * up)), output layer tied by default
     "gemma": Family(True, "rmsnorm", tied=True, act="gelu_pytorch_tanh"),
+    # Gemma 2: norms after attention and MLP besides the ones before (Gemma2DecoderLayer),
+    # sliding-window attention on the even layers (`is_sliding = not bool(layer_idx % 2)`)
+    "gemma2": Family(
+        True, "rmsnorm", tied=True, window_every=2, act="gelu_pytorch_tanh", post_norms=True
+    ),
+    # Gemma 3's text model: Gemma 2's block with QK-norm, a global layer every
+    # `sliding_window_pattern`-th (hf_block)
+    "gemma3_text": Family(
+        True, "rmsnorm", tied=True, act="gelu_pytorch_tanh", post_norms=True, qk_norm=True
+    ),
     "qwen2": Family(True, "rmsnorm", bias=(True, False)),
     "qwen2_moe": Family(True, "rmsnorm", bias=(True, False)),
     "gpt_oss": Family(True, "rmsnorm", bias=(True, True), window_every=2),
@@ -86,12 +102,8 @@ REFUSED: dict[str, str] = {
     "cohere2": f"{_PARALLEL} (Command R7B) and sliding-window layers",
     "gptj": f"{_PARALLEL} (GPT-J)",
     "phi": f"{_PARALLEL} (Phi-1.5 / Phi-2)",
-    "gemma2": "norms after attention and MLP besides the ones before them, and soft-capped "
-    "attention scores and logits (Gemma 2)",
-    "gemma3_text": "norms after attention and MLP besides the ones before them, and local "
-    "layers with a global one every sixth (Gemma 3)",
-    "gemma3": "a vision tower beside Gemma 3's text model (its own block is not modelled "
-    "either: model_type gemma3_text)",
+    "gemma3": "a vision tower beside Gemma 3's text model; give its text_config "
+    "(model_type gemma3_text) as the file",
     "llama4": "a vision tower beside Llama 4's text model; give its text_config "
     "(model_type llama4_text) as the file",
     "bloom": "ALiBi attention biases and a LayerNorm after the embedding (BLOOM)",

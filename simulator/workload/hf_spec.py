@@ -38,6 +38,7 @@ import difflib
 from typing import Any
 
 from lumos.errors import ConfigError
+from lumos.simulator.workload.hf_block import BLOCK_NAMES, block_traits
 from lumos.simulator.workload.hf_families import Family, family
 from lumos.simulator.workload.hf_layouts import rewrite
 
@@ -62,7 +63,7 @@ DERIVED = (
     "position_embedding_type", "use_rotary_position_embeddings", "n_positions",
     "max_position_embeddings", "max_sequence_length", "tie_word_embeddings",
     "untie_embeddings_and_output_weights", "share_embeddings_and_output_weights",
-    "group_query_attention", "multi_query", "make_vocab_size_divisible_by", "layer_types",
+    "group_query_attention", "multi_query", "make_vocab_size_divisible_by",
     "model_type", "architectures", "_name_or_path", "padded_vocab_size",
 )  # fmt: skip
 #: names only Megatron-LM / Megatron-Core use: their presence means Megatron's defaults
@@ -90,7 +91,7 @@ IGNORED = frozenset((
     "max_window_layers", "n_ctx", "initial_context_length", "summary_type", "summary_use_proj",
     "summary_activation", "summary_proj_to_labels", "task_specific_params",
     "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn",
-    "qk_layernorm", "use_qk_norm", "tokenizer_class", "dtype",
+    "tokenizer_class", "dtype",
     # Qwen2.5's `use_mrope` (multimodal RoPE positions), Phi-3's RoPE-scaling length and
     # its `full_attn_mod` / `interpolate_factor` (read by no transformers model), a bias on
     # the output layer (vocab floats), OLMo's / DBRX's clamp of QKV (`clip_qkv`, elementwise)
@@ -118,7 +119,6 @@ UNMODELLED = {
     "audio_config": "an audio tower beside the text model",
     "cross_attention_layers": "cross-attention layers",
     "use_sliding_window": "sliding-window attention on the layers past max_window_layers",
-    "sliding_window_pattern": "local layers with a global one every n (Gemma)",
     "alibi": "ALiBi attention biases instead of position embeddings",
     "layerdrop": "layers skipped at random in training (LayerDrop)",
 }
@@ -168,6 +168,7 @@ def lumos_keys(data: dict[str, Any], where: str, known: tuple[str, ...]) -> dict
     data = rewrite(data.get("model_type"), data, where)
     names = {n for group in ALIASES.values() for n in group}
     allowed = names | set(DERIVED) | IGNORED | set(UNMODELLED) | set(known) | set(LUMOS_ONLY)
+    allowed |= BLOCK_NAMES
     for key in data:
         if key not in allowed:
             close = difflib.get_close_matches(str(key), sorted(allowed), n=1)
@@ -203,7 +204,7 @@ def lumos_keys(data: dict[str, Any], where: str, known: tuple[str, ...]) -> dict
     table = _take(rest, ("n_positions", "max_position_embeddings", "max_sequence_length"), where)
     if out["position"] == "learned" and table is not None and "seq" not in out:
         out["seq"] = table  # the learned table's rows: what the model runs at
-    _layer_types(rest, family, out.get("layers"), where)
+    rest = block_traits(rest, family, out.get("layers"), where)
     out["name"] = rest.pop("name", None) or rest.pop("_name_or_path", None)
     rest.pop("_name_or_path", None)
     return {**rest, **{k: v for k, v in out.items() if v is not None}}
@@ -348,37 +349,3 @@ def _position(data: dict[str, Any], family: Family | None, where: str) -> Any:
     if rotary:
         return "rope"
     return family.position if family else None
-
-
-def _layer_types(data: dict[str, Any], family: Family | None, layers: Any, where: str) -> None:
-    """HF `layer_types` / `sliding_window` as lumos' `window` every `window_every` layers;
-    `layer_types` must name every one of the `layers`."""
-    types = data.pop("layer_types", None)
-    if "sliding_window" in data and data["sliding_window"] is None:
-        del data["sliding_window"]
-    if types is None:
-        if family is not None and "sliding_window" in data and "window_every" not in data:
-            data["window_every"] = family.window_every
-        return
-    kinds = ("full_attention", "sliding_attention")
-    if not isinstance(types, list) or any(t not in kinds for t in types):
-        raise ConfigError(
-            f"{where}: 'layer_types' other than full_attention / sliding_attention are not modelled"
-        )
-    if isinstance(layers, int) and len(types) != layers:
-        raise ConfigError(f"{where}: 'layer_types' has {len(types)} entries for {layers} layers")
-    sliding = [i for i, t in enumerate(types) if t == "sliding_attention"]
-    if not sliding:
-        data.pop("sliding_window", None)
-        return
-    if "sliding_window" not in data:
-        raise ConfigError(
-            f"{where}: 'layer_types' has sliding_attention layers but no sliding_window"
-        )
-    every = sliding[1] if len(sliding) > 1 else len(types)
-    if sliding != list(range(0, len(types), every)):
-        raise ConfigError(
-            f"{where}: 'layer_types' puts sliding-window layers where lumos cannot (it takes "
-            "every n-th layer from layer 0)"
-        )
-    data["window_every"] = every

@@ -185,7 +185,16 @@ def layer_forward(
         rs = moe_forward(blk, ctx, tag, ln2)
     else:
         rs = _mlp_forward(blk, ctx, tag, ln2)
+    rs = _post_norm(blk, ctx, f"{tag}.post_mlp_norm", rs)
     return blk.compute(f"{tag}.residual2", *ctx.mem(ctx.T_sp * ctx.h * BF16 * 3), waits=rs)
+
+
+def _post_norm(blk: Block, ctx: Ctx, name: str, waits: tuple[int, ...]) -> tuple[int, ...]:
+    """The norm on a sublayer's output before its residual add (`ModelSpec.post_norms`:
+    Gemma 2 / 3), after `waits` (the output's reduction); what the residual waits for."""
+    if not ctx.model.post_norms:
+        return waits
+    return (ew.norm(blk, ctx, name, waits=waits),)
 
 
 def _mlp_forward(blk: Block, ctx: Ctx, tag: str, src: int) -> tuple[int, ...]:
@@ -214,12 +223,18 @@ def attn_forward(
     else:
         ew.input_casts(blk, ctx, f"{tag}.qkv", T * h, 3)
         gathered_gemm(blk, ctx, f"{tag}.qkv", (T, ctx.qkv_width, h), ln, None)
+        ew.qk_norm(blk, ctx, f"{tag}.qk_norm")
         if ctx.model.position == "rope":
             ew.rope(blk, ctx, f"{tag}.rope")
         ew.repeat_kv(blk, ctx, f"{tag}.repeat_kv")
     attention_fwd(blk, ctx, tag, _window(ctx, index))
     _cast(blk, ctx, f"{tag}.proj", T * ctx.attn_out_width)
-    rs = _reduced_gemm(blk, ctx, f"{tag}.proj", (T, h, ctx.attn_out_width))
+    rs = _post_norm(
+        blk,
+        ctx,
+        f"{tag}.post_attn_norm",
+        _reduced_gemm(blk, ctx, f"{tag}.proj", (T, h, ctx.attn_out_width)),
+    )
     blk.compute(f"{tag}.residual1", *ctx.mem(ctx.T_sp * h * BF16 * 3), waits=rs)
     return ew.norm(blk, ctx, f"{tag}.norm2")
 
@@ -233,6 +248,7 @@ def _op_recompute(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...]) -> Non
     ln = ew.norm(blk, ctx, f"{tag}.norm1", waits=waits)
     ew.input_casts(blk, ctx, f"{tag}.qkv", T * h, 3)
     gathered_gemm(blk, ctx, f"{tag}.qkv", (T // 2, ctx.qkv_width, h), ln, None)
+    ew.qk_norm(blk, ctx, f"{tag}.qk_norm")
     if ctx.model.position == "rope":
         ew.rope(blk, ctx, f"{tag}.rope")
     ew.repeat_kv(blk, ctx, f"{tag}.repeat_kv")
@@ -322,6 +338,8 @@ def layer_backward(
         _op_recompute(blk, ctx, tag, waits)
         waits = ()
     blk.compute(f"{tag}.residual2_bwd", *ctx.mem(ctx.T_sp * h * BF16 * 2), waits=waits)
+    if ctx.model.post_norms:
+        ew.norm(blk, ctx, f"{tag}.post_mlp_norm_bwd", backward=True)
     norms = "layernorm" in ctx.plan.selective_modules  # outputs re-computed, not kept
     if norms:
         ew.norm(blk, ctx, f"{tag}.norm2.recompute")
@@ -344,6 +362,8 @@ def attn_backward(blk: Block, ctx: Ctx, tag: str, red: tuple[int, ...], index: i
     h = ctx.h
     norms = "layernorm" in ctx.plan.selective_modules
     ew.norm(blk, ctx, f"{tag}.norm2_bwd", backward=True, waits=red)
+    if ctx.model.post_norms:
+        ew.norm(blk, ctx, f"{tag}.post_attn_norm_bwd", backward=True)
     _row_backward(blk, ctx, f"{tag}.proj", h, ctx.attn_out_width)
     if "mla_up_proj" in ctx.plan.selective_modules:  # q, k, v re-computed, not kept
         from lumos.simulator.workload.mla import up_forward
@@ -358,6 +378,7 @@ def attn_backward(blk: Block, ctx: Ctx, tag: str, red: tuple[int, ...], index: i
     ew.repeat_kv(blk, ctx, f"{tag}.repeat_kv", backward=True)
     if ctx.model.position == "rope":
         ew.rope(blk, ctx, f"{tag}.rope_bwd", backward=True)
+    ew.qk_norm(blk, ctx, f"{tag}.qk_norm_bwd", backward=True)
     if norms:
         ew.norm(blk, ctx, f"{tag}.norm1.recompute")
     red = col_backward(blk, ctx, f"{tag}.qkv", ctx.qkv_width, h)

@@ -147,7 +147,7 @@ def _attention_bytes(ctx: Ctx) -> float:
     out = _linear_input(ctx) + (kernel if _linear_input(ctx) != BF16 else 0)
     if "attn_out" not in ctx.plan.selective_modules:  # else re-computed from q, k, v
         attn += ctx.T * ctx.attn_out_width * out
-    attn += _dropout(ctx)
+    attn += _dropout(ctx) + _block_extras(ctx)
     if ctx.model.mla:  # the latents: down-projection outputs and their norms' outputs
         m = ctx.model
         attn += ctx.T_sp * (2 * m.q_lora + 2 * m.kv_lora + m.qk_rope) * BF16
@@ -156,6 +156,15 @@ def _attention_bytes(ctx: Ctx) -> float:
     if not ctx.plan.flash_attention and "core_attn" not in ctx.plan.selective_modules:
         attn += ctx.b * ctx.heads * ctx.s * ctx.s * (2 * BF16 + 1)
     return float(attn)
+
+
+def _block_extras(ctx: Ctx) -> int:
+    """What the block traits keep (`ModelSpec`): each post-norm its input (BF16, two a layer),
+    the QK-norm the query and key heads before it."""
+    m = ctx.model
+    post = 2 * ctx.T_sp * ctx.h * BF16 if m.post_norms else 0
+    qk = ctx.T * (ctx.heads + ctx.kv_heads) * m.qk_dim * BF16 if m.qk_norm else 0
+    return post + qk
 
 
 def _moe_mlp_bytes(ctx: Ctx) -> float:
@@ -231,9 +240,10 @@ def _loss_bytes(ctx: Ctx) -> int:
     log-softmax backward: the saved FP32 log-probabilities, NLL's dense FP32 gradient and
     the log-softmax input's FP32 gradient (4 + 4 + 4; its forward peaks at 2 + 4 + 4);
     otherwise FP32 logits and their gradient (4 + 4)."""
+    capped = BF16 if ctx.model.logit_softcap else 0  # the capped logits tanh's backward reads
     if ctx.fw.fused_loss:
-        return 2 * BF16
-    return 12 if ctx.fw.eager_loss else 8
+        return 2 * BF16 + capped
+    return (12 if ctx.fw.eager_loss else 8) + capped
 
 
 def estimate_memory(

@@ -49,7 +49,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "moe_every": ("moe_every", "moe_layer_freq", "decoder_sparse_step"),
     "first_dense": ("first_dense", "first_k_dense_replace"),
     "head_size": ("head_dim", "kv_channels", "head_size"),
-    "window": ("window", "sliding_window"),
+    "window": ("window", "sliding_window", "sliding_window_size"),
     "window_every": ("window_every",),
     "chunk": ("chunk", "attention_chunk_size"),
     "q_lora": ("q_lora", "q_lora_rank"),

@@ -61,7 +61,11 @@ class ModelSpec:
     tokens), priced as full causal attention, which it is while seq <= chunk
     (`ParallelPlan.check` refuses a longer seq; 0: none); `dropout`: a model with biases
     (GPT-style) trains with dropout, whose masks the memory estimate keeps (False: MPT's
-    configs, every pdrop 0)."""
+    configs, every pdrop 0). Block traits (`hf_block`): `global_every` (> 0: the window on
+    every layer but each `global_every`-th, Gemma 3's pattern, instead of every
+    `window_every`-th), `post_norms` (an RMSNorm on the attention and on the MLP output
+    before each residual add, Gemma 2 / 3), `qk_norm` (an RMSNorm over each query and key
+    head, Qwen3, Gemma 3), `logit_softcap` (the logits soft-capped, Gemma 2)."""
 
     name: str
     layers: int
@@ -86,6 +90,10 @@ class ModelSpec:
     first_dense: int = 0
     window: int = 0
     window_every: int = 2
+    global_every: int = 0
+    post_norms: bool = False
+    qk_norm: bool = False
+    logit_softcap: bool = False
     chunk: int = 0
     q_lora: int = 0
     kv_lora: int = 0
@@ -135,8 +143,13 @@ class ModelSpec:
         )
 
     def is_window_layer(self, index: int) -> bool:
-        """Whether layer `index` attends over a sliding window (GPT-OSS: even layers)."""
-        return self.window > 0 and index % self.window_every == 0
+        """Whether layer `index` attends over a sliding window (GPT-OSS, Gemma 2: even
+        layers; Gemma 3: all but every sixth)."""
+        if self.window <= 0:
+            return False
+        if self.global_every:
+            return (index + 1) % self.global_every != 0
+        return index % self.window_every == 0
 
     @property
     def moe_layers(self) -> int:
@@ -161,9 +174,11 @@ class ModelSpec:
         return self._attention_params() + self.hidden * self.experts + shared
 
     def _attention_params(self) -> int:
-        """Attention weights and the layer's two norms."""
+        """Attention weights and the layer's norms (two, four with `post_norms`, and the
+        query / key head norms)."""
         h, d = self.hidden, self.head_dim
-        norms = 2 * h * (2 if self.norm is Norm.LAYERNORM else 1)
+        norms = (4 if self.post_norms else 2) * h * (2 if self.norm is Norm.LAYERNORM else 1)
+        norms += 2 * self.qk_dim if self.qk_norm else 0
         if self.mla:
             return self.mla_sharded_params() + self.mla_replicated_params() + norms
         qkv = h * (self.heads + 2 * self.kv_heads) * d
@@ -275,7 +290,17 @@ _TABLE = {
     "bias": (flag, False),
     "dropout": (flag, True),
     "seq": (_positive_int, 2048),
+    "post_norms": (flag, False),
+    "qk_norm": (flag, False),
+    "logit_softcap": (flag, False),
+    "global_every": (lambda v, w: _count_or_zero(v, w), 0),
 }
+
+
+def _count_or_zero(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{where} must be a non-negative integer, got {value!r}")
+    return value
 
 
 def model_from_dict(data: dict[str, Any], where: str, name: str = "") -> ModelSpec:

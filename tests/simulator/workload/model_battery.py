@@ -42,6 +42,12 @@ ACCEPTED = [
     ),
     Case("gemma-2b", 2.51, {"dp": 8, "gbs": 64, "seq": 8192, **_FSDP}),
     Case("gemma-7b", 8.54, {"tp": 2, "dp": 4, "gbs": 32, "seq": 8192}),
+    # Gemma 2 / 3: norms after attention and MLP, soft-capped logits (2), QK-norm and a
+    # global layer every sixth (3); model cards: 2.61 B, 9.24 B, 27.2 B, 1 B
+    Case("gemma-2-2b-it", 2.61, {"dp": 8, "gbs": 64, "seq": 8192}),
+    Case("gemma-2-9b", 9.24, {"tp": 2, "dp": 4, "gbs": 32, "seq": 8192}),
+    Case("gemma-2-27b", 27.2, {"tp": 4, "pp": 2, "dp": 4, "gbs": 64, "seq": 8192}),
+    Case("gemma-3-1b-it", 1.0, {"dp": 8, "gbs": 64, "seq": 8192}),
     Case("Qwen2-0.5B", 0.494, {"dp": 8, "mbs": 8, "gbs": 256, "seq": 4096}),
     Case("Qwen2-7B", 7.62, {"tp": 4, "dp": 2, "gbs": 32, "seq": 4096}),
     Case("Qwen2.5-7B", 7.62, {"tp": 2, "dp": 4, "gbs": 32, "seq": 4096, "precision": "fp8"}),
@@ -106,10 +112,6 @@ REFUSED = {
     "gpt-j-6b": "model_type 'gptj' means attention and MLP in parallel",
     "aya-23-8B": "model_type 'cohere' means attention and MLP in parallel",
     "c4ai-command-r-v01": "model_type 'cohere' means attention and MLP in parallel",
-    "gemma-2-2b-it": "model_type 'gemma2' means norms after attention and MLP",
-    "gemma-2-9b": "model_type 'gemma2' means norms after attention and MLP",
-    "gemma-2-27b": "model_type 'gemma2' means norms after attention and MLP",
-    "gemma-3-1b-it": "'sliding_window_pattern' means local layers with a global one",
     "gemma-3-27b-pt": "'text_config' means a multimodal wrapper",
     "Llama-4-Scout-17B-16E": "'text_config' means a multimodal wrapper",
     "bloom": "model_type 'bloom' means ALiBi attention biases",

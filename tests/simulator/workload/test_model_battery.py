@@ -27,7 +27,7 @@ from tests.simulator.workload.model_battery import ACCEPTED, CONFIGS, REFUSED, C
 _UNGATED = ("opt", "starcoder2", "nemotron")
 _LAYERNORM = ("opt", "starcoder2", "nemotron")
 _BIASED = ("opt", "starcoder2")
-_TIED = ("gemma", "opt", "starcoder2")
+_TIED = ("gemma", "gemma2", "gemma3_text", "opt", "starcoder2")
 
 
 def _config(case: Case) -> dict[str, Any]:
@@ -89,7 +89,10 @@ def count(raw: dict[str, Any]) -> tuple[int, int]:
         attn += 2 * d  # per-head q_norm, k_norm
     if kind == "olmo2":
         attn += heads * d + kv * d  # q_norm, k_norm over the projections
-    layer = attn + 2 * norm
+    if kind == "gemma3_text":
+        attn += 2 * d  # per-head q_norm, k_norm
+    # Gemma 2 / 3: post_attention_layernorm and post_feedforward_layernorm besides the two
+    layer = attn + (4 if kind in ("gemma2", "gemma3_text") else 2) * norm
 
     def mlp(width: int) -> int:
         bias = (width + h) if kind in _BIASED else 0
@@ -163,7 +166,7 @@ def test_unmodellable_config_is_refused_naming_file_and_key(stem: str) -> None:
         load_model(path)
 
 
-@pytest.mark.parametrize("stem", ["Jamba-v0.1", "gemma-2-9b", "bloom"])
+@pytest.mark.parametrize("stem", ["Jamba-v0.1", "falcon-40b", "bloom"])
 def test_cli_refusal_is_one_line_exit_4_and_writes_nothing(tmp_path: Path, stem: str) -> None:
     path, out = CONFIGS / f"{stem}.json", tmp_path / "et"
     args = ["estimate", "--model", str(path), "--tp", "8", "-o", str(out), "--json"]
