@@ -289,7 +289,8 @@ def estimate_command(
 
 
 def _split_text(p: ParallelPlan) -> str:
-    """The plan's uneven pipeline split, as the header shows it ('' for the even split)."""
+    """The plan's uneven pipeline split, FP8 parameters and sequence packing, as the header
+    shows them ('' for none)."""
     parts = [f"layout {p.pp_layout}"] if p.pp_layout else []
     if p.first_stage_layers is not None or p.last_stage_layers is not None:
         first, last = p.first_stage_layers, p.last_stage_layers
@@ -298,6 +299,8 @@ def _split_text(p: ParallelPlan) -> str:
             f"{last if last is not None else '-'}"
         )
     parts += ["embedding in split"] * p.embedding_in_split + ["loss in split"] * p.loss_in_split
+    parts += ["FP8 parameters"] * p.fp8_param_gather
+    parts += [f"packed documents of {p.packed_doc_len} tokens"] * bool(p.packed_doc_len)
     return "".join(f", {x}" for x in parts)
 
 
