@@ -39,7 +39,8 @@ class Plan:
     """Everything the scheduler needs, indexed by global node/processor.
 
     Per node (numpy arrays, length n): `dur` (int64, ns; communication is timed per
-    instance instead), `gap` (int64), `proc` (int32), `role` (int8), `indeg` / `enq`
+    instance instead), `gap` (int64: on a CPU thread the untraced time after the thread's
+    previous end, on a GPU stream minus the dispatch delay after the node could start), `proc` (int32), `role` (int8), `indeg` / `enq`
     (int32 dependency counts: all, and those that enqueue the node), `wait_in_gap`
     (bool), `match` (int64 instance id, -1: none; filled with `inst_dur`/`inst_members`
     by the caller). `run_plan` uses a plan up: it counts `indeg`/`enq` down in place. Successors in CSR form:
@@ -197,8 +198,10 @@ def _add_rank(
     plan.proc[lo:hi] = proc
     plan.proc[lo:hi] += p0
     is_cpu_thread = (pk == _CPU) & (g.tid >= 0)
-    if not astra:
-        plan.gap[lo:hi] = np.where(is_cpu_thread, g.gap_ns, 0)
+    if not astra:  # untraced time on threads; dispatch delays on streams, negated
+        plan.gap[lo:hi] = np.where(
+            is_cpu_thread, g.gap_ns, np.where((pk == _GPU) & on_stream, -g.gap_ns, 0)
+        )
     role = _roles(g, k, lo, astra, ablate, plan)
     comm = (role == COLLECTIVE) | (role == P2P_SEND) | (role == P2P_RECV)
     plan.wait_in_gap[lo:hi] = is_cpu_thread & comm

@@ -7,10 +7,12 @@ enqueueing dependencies are all done joins its processor's queue, and a queue's 
 starts when its processor is free and all its dependencies are done. A chain of nodes on
 one thread therefore costs one heap push and pop per node and nothing else. Processors
 are FIFO queues, or, in ASTRA-sim mode, lowest-id-first among ready nodes, dispatched
-after every event of the same instant. This module is the hot path: the plan's arrays
-become plain lists and the loop uses local names and literal bit masks on purpose
-(`key >> 3`, `key & 7`: KIND_BITS); `scripts/sim_golden.py` checks that a change here
-leaves every simulated time of every fixture as it was.
+after every event of the same instant. A node's gap (`Plan.gap`) holds its start back:
+on a thread, to the thread's previous end plus the untraced time; on a stream (stored
+negated), to the moment it could start plus the dispatch delay. This module is the hot
+path: the plan's arrays become plain lists and the loop uses local names and literal bit
+masks on purpose (`key >> 3`, `key & 7`: KIND_BITS); `scripts/sim_golden.py` checks that
+a change here leaves every simulated time of every fixture as it was.
 """
 
 from __future__ import annotations
@@ -118,8 +120,9 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
     def begin(v: int, pi: int, t: int) -> None:
         s = t
         g = gap[v]
-        if g and last_end[pi] + g > s:
-            s = last_end[pi] + g
+        if g:
+            ge = last_end[pi] + g
+            s = (ge if ge > s else s) if g > 0 else s - g
         start[v] = s
         if not unlimited[pi]:
             busy[pi] = True
@@ -350,8 +353,9 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
                     q.popleft()
             s = t
             gp = gap[u]
-            if gp and last_end[pu] + gp > s:
-                s = last_end[pu] + gp
+            if gp:
+                ge = last_end[pu] + gp
+                s = (ge if ge > s else s) if gp > 0 else s - gp
             start[u] = s
             busy[pu] = True
             d = plain_dur[u]
@@ -372,8 +376,9 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
             q.popleft()
             s = t
             gp = gap[u]
-            if gp and last_end[pi] + gp > s:
-                s = last_end[pi] + gp
+            if gp:
+                ge = last_end[pi] + gp
+                s = (ge if ge > s else s) if gp > 0 else s - gp
             start[u] = s
             busy[pi] = True
             d = plain_dur[u]

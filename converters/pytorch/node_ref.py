@@ -59,6 +59,8 @@ def node_message(src: NodeSource, row: int) -> pb.Node:
     if t.stream[task] >= 0:
         attrs.append(_int_attr(cv.STREAM, int(t.stream[task])))
         attrs.append(_int_attr(cv.DEVICE, int(t.device[task])))
+        if t.gap[task] > 0:
+            attrs.append(_int_attr(cv.GAP_NS, int(t.gap[task])))
     elif t.tid[task] >= 0:
         attrs.append(_int_attr(cv.TID, int(t.tid[task])))
         attrs.append(_int_attr(cv.GAP_NS, int(t.gap[task])))

@@ -280,7 +280,8 @@ def _attr_fields(
     parts += _int_attr_col(cv.STREAM, stream, on_stream)
     parts += _int_attr_col(cv.DEVICE, t.device[task], on_stream)
     parts += _int_attr_col(cv.TID, tid, on_thread)
-    parts += _int_attr_col(cv.GAP_NS, t.gap[task], on_thread)
+    gap = t.gap[task]
+    parts += _int_attr_col(cv.GAP_NS, gap, on_thread | (on_stream & (gap > 0)))
     ev = t.ev[task]
     k = src.kineto
     if k is not None:

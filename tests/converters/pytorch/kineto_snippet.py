@@ -18,7 +18,26 @@ from pathlib import Path
 from typing import Any
 
 PID, TID, DEVICE = 4242, 4242, 0
-CBID = {"cudaLaunchKernel": 211, "cudaMemcpyAsync": 41, "cudaStreamSynchronize": 131}
+#: CUPTI callback ids as the real traces carry them (HTA, TraceLens fixtures; CUPTI's
+#: cuLaunchKernelEx and cudaStreamQuery).
+CBID = {
+    "cudaLaunchKernel": 211,
+    "cudaLaunchKernelExC": 430,
+    "cudaMemcpyAsync": 41,
+    "cudaMemsetAsync": 51,
+    "cudaGraphLaunch": 311,
+    "cudaStreamSynchronize": 131,
+    "cudaStreamQuery": 132,
+    "cudaEventRecord": 135,
+    "cudaEventSynchronize": 137,
+    "cudaEventQuery": 138,
+    "cudaStreamWaitEvent": 147,
+    "cudaDeviceSynchronize": 165,
+    "cuLaunchKernel": 307,
+    "cuLaunchKernelEx": 652,
+}
+#: driver-API calls: Kineto files them under `cuda_driver` (Triton launches its kernels so).
+DRIVER_CALLS = ("cuLaunchKernel", "cuLaunchKernelEx")
 
 
 @dataclass
@@ -45,7 +64,8 @@ class Snippet:
         """A runtime call without GPU work (sync, record, wait); returns its correlation."""
         corr = self._next()
         args = {"External id": corr, "cbid": CBID.get(name, 0), "correlation": corr}
-        self.events.append(_x("cuda_runtime", name, PID, tid, ts, dur, args))
+        cat = "cuda_driver" if name in DRIVER_CALLS else "cuda_runtime"
+        self.events.append(_x(cat, name, PID, tid, ts, dur, args))
         return corr
 
     def launch(
@@ -60,7 +80,29 @@ class Snippet:
     ) -> int:
         """A launch call (5 µs) and its GPU op on `stream` at `start`; returns the correlation."""
         corr = self.runtime(call, ts, 5.0, tid)
-        cat = "gpu_memcpy" if kernel.startswith("Memcpy") else "kernel"
+        self._flow_start(corr, ts, tid)
+        self.gpu_op(kernel, corr, stream, start, dur)
+        return corr
+
+    def graph_launch(
+        self, ts: float, dur: float, ops: list[tuple[str, int, float, float]], tid: int = TID
+    ) -> int:
+        """A `cudaGraphLaunch` and its graph's ops, `(kernel, stream, start, dur)` each, all
+        with the launch's correlation (CUPTI gives a replayed graph's ops the streams the
+        graph executor chose); returns the correlation."""
+        corr = self.runtime("cudaGraphLaunch", ts, dur, tid)
+        self._flow_start(corr, ts, tid)
+        for kernel, stream, start, op_dur in ops:
+            self.gpu_op(kernel, corr, stream, start, op_dur)
+        return corr
+
+    def _flow_start(self, corr: int, ts: float, tid: int) -> None:
+        flow = {"id": corr, "cat": "ac2g", "name": "ac2g"}
+        self.events.append({"ph": "s", "pid": PID, "tid": tid, "ts": ts, **flow})
+
+    def gpu_op(self, kernel: str, corr: int, stream: int, start: float, dur: float) -> None:
+        """A GPU op of the launch `corr` on `stream` (kernel, memcpy or memset by name)."""
+        cat = {"Memcpy": "gpu_memcpy", "Memset": "gpu_memset"}.get(kernel[:6], "kernel")
         args = {
             "External id": corr,
             "queued": 0,
@@ -71,11 +113,9 @@ class Snippet:
         }
         self.events.append(_x(cat, kernel, DEVICE, stream, start, dur, args))
         flow = {"id": corr, "cat": "ac2g", "name": "ac2g"}
-        self.events.append({"ph": "s", "pid": PID, "tid": tid, "ts": ts, **flow})
         self.events.append(
             {"ph": "f", "pid": DEVICE, "tid": stream, "ts": start, "bp": "e", **flow}
         )
-        return corr
 
     def cuda_sync(self, kind: str, corr: int, ts: float, dur: float, **args: Any) -> None:
         """The `cuda_sync` event Kineto writes for the sync or wait call `corr`."""
