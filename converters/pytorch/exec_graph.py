@@ -2,10 +2,11 @@
 
 Processors are CPU threads and GPU streams. The four dependency classes come from:
 thread order (a gloo send first, before the `c10d::send` that issued it: `sends_first`)
-and cross-thread waits (`_thread_edges`); launch → GPU op by `correlation`;
-stream order; synchronisation and event record/wait edges (`sync_edges`; where the trace
-does not name what a wait waits for, paired by program order: `wait_inference`). Collectives
-and point-to-point ops become COMM tasks (`comm_tasks`). Only the chosen step's host
+and cross-thread waits (`_thread_edges`); launch → GPU op by `correlation` (a CUDA
+graph's ops share one: `graph_launch` adds the joins the trace omits); stream order;
+synchronisation and event record/wait edges (`sync_edges`; where the trace does not name
+what a wait waits for, paired by program order: `wait_inference`). Collectives and
+point-to-point ops become COMM tasks (`comm_tasks`). Only the chosen step's host
 events and the GPU work they launch are kept. Bulk work is done on numpy columns; Python
 loops run only over a thread's events (flattening) and the rare sync and comm tasks.
 """
@@ -17,6 +18,7 @@ import numpy as np
 from lumos.converters.pytorch.comm import SEND, is_comm_kernel, is_gloo_op, kind_of
 from lumos.converters.pytorch.comm_tasks import HOST_SEND_OPS, CommContext, annotate_comm
 from lumos.converters.pytorch.flatten import Segments, flatten_thread, sends_first, thread_order
+from lumos.converters.pytorch.graph_launch import add_graph_edges
 from lumos.converters.pytorch.kineto import Kind, KinetoTrace
 from lumos.converters.pytorch.steps import StepWindow, step_name_mask
 from lumos.converters.pytorch.stream_index import StreamIndex
@@ -95,6 +97,7 @@ def build_tasks(
     launch_of = dict(zip(trace.corr[ev[launches]].tolist(), launches.tolist(), strict=True))
     streams, launch_ts = _gpu_tasks(trace, table, launch_of, segs.chain)
     index = StreamIndex(streams, launch_ts)
+    table.counts["graphs"] = add_graph_edges(table, index)
     table.counts["syncs"] = add_sync_edges(trace, table, len(cpu), index, launch_of)
     annotate_comm(table, trace, host_row, ctx)
     is_ann = (kind[ev] == Kind.ANNOTATION) & ~gloo[trace.name[ev]]

@@ -6,7 +6,9 @@ them a stream sync is assumed to wait for the stream its thread launched on last
 device sync for every stream, and an event sync (`cudaEventSynchronize`,
 `hipEventSynchronize`) for the event its thread recorded last before it. The waited-for
 GPU op is the last one launched on that stream before the sync (or before the
-`cudaEventRecord` it names or is paired with). A sync task's
+`cudaEventRecord` it names or is paired with); a stream sync also waits for the CUDA
+graphs its thread launched since its last launch onto that stream (`graph_launch`:
+CUPTI puts a graph's ops on streams of its own). A sync task's
 duration becomes the time it ran after its GPU op finished, since the wait itself is
 now an edge; the part cut off is kept (`sync_wait_ns`, and `TaskTable.waited` so the
 next op's `gap_ns` counts from the call's recorded end, not from the shortened one).
@@ -20,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from lumos.converters.chakra import conventions as cv
+from lumos.converters.pytorch.graph_launch import RecentGraphs, launch_streams
 from lumos.converters.pytorch.kineto import Kind, KinetoTrace
 from lumos.converters.pytorch.stream_index import StreamIndex
 from lumos.converters.pytorch.tasks import TaskTable
@@ -70,19 +73,19 @@ def add_sync_edges(
     ev = table.ev[:n_cpu]
     runtime = np.flatnonzero((trace.kind[ev] == Kind.RUNTIME) & table.head[:n_cpu])
     runtime = runtime[np.lexsort((runtime, table.start[runtime], table.tid[runtime]))]
-    launched = np.full(n_cpu, -1, np.int64)  # stream each launch task launched on
-    for ops in index.ops.values():
-        launched[table.data1[ops]] = table.stream[ops]
+    launched = launch_streams(table, index, n_cpu)  # stream each launch task launched on
     is_sync = np.array([n in _SYNC_NAMES for n in trace.names] or [False], bool)
     stream_at = launched[runtime]
+    graphs = RecentGraphs(table, index, runtime, stream_at)
     syncs = np.flatnonzero((stream_at < 0) & is_sync[trace.name[ev[runtime]]])
     before = _last_launch_stream(table.tid[runtime], stream_at)
     counts = dict.fromkeys(("recorded", "inferred", "rejected", "same_stream", "unresolved"), 0)
     pending: dict[str, list[int]] = {"wait": [], "record": [], "event": []}
     for pos in syncs.tolist():
-        task = int(runtime[pos])
         last = int(before[pos])
-        outcome = _sync_task(trace, table, task, index, launch_of, sync_of, record_info, last)
+        outcome = _sync_task(
+            trace, table, pos, graphs, index, launch_of, sync_of, record_info, last
+        )
         if outcome in pending:
             pending[outcome].append(pos)
         elif outcome:
@@ -184,14 +187,17 @@ def _last_launch_stream(tids: np.ndarray, stream_at: np.ndarray) -> np.ndarray:
 def _sync_task(
     trace: KinetoTrace,
     table: TaskTable,
-    task: int,
+    pos: int,
+    graphs: RecentGraphs,
     index: StreamIndex,
     launch_of: dict[int, int],
     sync_of: dict[int, int],
     record_info: dict[int, tuple[int, int]],
     last_stream: int,
 ) -> str | None:
-    """Resolve one call; returns its outcome, or "wait"/"record" to pair by program order."""
+    """Resolve call `pos` (of `graphs.runtime`); returns its outcome, or "wait"/"record"
+    to pair by program order."""
+    task = int(graphs.runtime[pos])
     row = int(table.ev[task])
     name, corr = trace.name_of(row), int(trace.corr[row])
     sync = sync_of.get(corr)
@@ -211,9 +217,11 @@ def _sync_task(
         if not known:
             attrs[cv.SYNC_INFERRED] = True
         last = index.last_before(stream, start) if stream >= 0 else None
-        outcome = _wait(
-            table, task, [] if last is None else [last], "recorded" if known else "inferred"
-        )
+        waited = [] if last is None else [last]
+        if stream >= 0:  # graphs launched into it since its last launch
+            until = table.end(task) + CLOCK_SLACK_NS
+            waited += [g for g in graphs.sinks(pos, stream, until) if g != last]
+        outcome = _wait(table, task, waited, "recorded" if known else "inferred")
         if stream < 0:
             outcome = "unresolved"
     elif name in EVENT_SYNC:
