@@ -12,7 +12,13 @@ waits in a row before one launch wait for the k most recently launched other str
 The first op launched on the waiting stream after the wait then waits for the last op
 launched on the other stream before the record (or before the wait). An inferred edge is
 kept only if the recorded kernel starts agree (the waiting op started no earlier than the
-op it waits for ended); the others are counted as `rejected`, never added.
+op it waits for ended). When the last record's op was still running, the wait was for
+an earlier event (FSDP2 records the next all-gathers' events before waiting for this
+one's): if the waiting op was held (`tasks.ready_ns`: it started more than
+`GPU_GAP_MAX_NS` after its stream predecessor, launch and other dependencies ended) and
+the op of one of the thread's earlier records on another stream ended within
+`GPU_GAP_MAX_NS` before it started, the wait pairs with the latest such record. Other
+contradicted pairs are counted as `rejected`, never added.
 """
 
 from __future__ import annotations
@@ -24,12 +30,15 @@ import numpy as np
 
 from lumos.converters.chakra import conventions as cv
 from lumos.converters.pytorch.stream_index import StreamIndex
-from lumos.converters.pytorch.tasks import TaskTable
+from lumos.converters.pytorch.tasks import GPU_GAP_MAX_NS, TaskTable, ready_ns
 
 #: GPU timestamps of older Kineto traces are whole µs.
 GPU_SLACK_NS = 1000
 #: event ids lumos gives a `cudaEventRecord` paired with a wait by program order.
 INFERRED_EVENT_BASE = cv.INFERRED_EVENT_BASE
+#: records before the last one a wait may pair with instead (FSDP2 prefetches one or two
+#: all-gathers ahead: their records come between an all-gather's record and its wait).
+MAX_EARLIER = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,13 +59,15 @@ class ThreadCalls:
 
 @dataclass(frozen=True, slots=True)
 class _Found:
-    """An inferred wait: the waiting task, the stream that waits, the edge, its record."""
+    """An inferred wait: the waiting task, the stream that waits, the edge, its record;
+    `earlier`: (src, record) of the thread's earlier records, most recent first."""
 
     wait: int
     stream: int
     src: int
     dst: int
     record: int  # the cudaEventRecord task it pairs with, -1 when anchored on a launch
+    earlier: tuple[tuple[int, int], ...] = ()
 
 
 def infer_waits(table: TaskTable, calls: ThreadCalls, index: StreamIndex) -> dict[str, int]:
@@ -70,8 +81,10 @@ def infer_waits(table: TaskTable, calls: ThreadCalls, index: StreamIndex) -> dic
         attrs[cv.SYNC_STREAM] = found.stream
         attrs[cv.SYNC_INFERRED] = True
         if int(table.start[found.dst]) + GPU_SLACK_NS < table.end(found.src):
-            counts["rejected"] += 1
-            continue
+            found = _earlier_event(table, found)
+            if found is None:
+                counts["rejected"] += 1
+                continue
         table.add_data(found.dst, found.src)
         counts["inferred"] += 1
         if found.record >= 0:
@@ -103,12 +116,14 @@ def _pairs(table: TaskTable, calls: ThreadCalls, index: StreamIndex) -> list[_Fo
         target = int(launched[target_pos])
         k = bisect.bisect_left(rec_pos, p) - 1
         record = -1
+        earlier: tuple[tuple[int, int], ...] = ()
         if k >= 0:  # the event recorded last before the wait, on its stream
             stream, at = int(calls.record_stream[k]), rec_pos[k]
             record = int(calls.task[at])
             if stream == target:
                 out.append("same_stream")
                 continue
+            earlier = _records_before(table, calls, index, k, target)
         else:  # no records: the most recently launched other stream(s)
             taken = used.setdefault(target_pos, set())
             cands = [(int(last[p]), s) for s, last in recent.items() if s != target]
@@ -124,8 +139,44 @@ def _pairs(table: TaskTable, calls: ThreadCalls, index: StreamIndex) -> list[_Fo
         if src is None or dst is None or stream < 0:
             out.append("unresolved")
             continue
-        out.append(_Found(wait_task, target, src, dst, record))
+        out.append(_Found(wait_task, target, src, dst, record, earlier))
     return out
+
+
+def _records_before(
+    table: TaskTable, calls: ThreadCalls, index: StreamIndex, k: int, target: int
+) -> tuple[tuple[int, int], ...]:
+    """(src, record task) of the up to MAX_EARLIER records before record `k` that were
+    recorded on another stream than `target`, most recent first."""
+    out = []
+    for j in range(k - 1, max(k - MAX_EARLIER, 0) - 1, -1):
+        stream = int(calls.record_stream[j])
+        if stream < 0 or stream == target:
+            continue
+        task = int(calls.task[calls.record[j]])
+        src = index.last_before(stream, int(table.start[task]) + 1)
+        if src is not None:
+            out.append((src, task))
+    return tuple(out)
+
+
+def _earlier_event(table: TaskTable, found: _Found) -> _Found | None:
+    """The wait paired with an earlier record instead, when the last one's op was still
+    running as the waiting op started but the waiting op was held (started more than
+    GPU_GAP_MAX_NS after it was ready) and an earlier record's op ended within
+    GPU_GAP_MAX_NS before it started: the latest such one. None otherwise."""
+    dst = found.dst
+    start = int(table.start[dst])
+    if not found.earlier or start - int(ready_ns(table, np.asarray([dst]))[0]) <= GPU_GAP_MAX_NS:
+        return None
+    best, best_end = None, start - GPU_GAP_MAX_NS - 1
+    for src, record in found.earlier:
+        end = table.end(src)
+        if best_end < end <= start + GPU_SLACK_NS and table.stream[src] != found.stream:
+            best, best_end = (src, record), end
+    if best is None:
+        return None
+    return _Found(found.wait, found.stream, best[0], dst, best[1])
 
 
 def _latest_by_stream(n: int, pos: np.ndarray, stream: np.ndarray) -> dict[int, np.ndarray]:
