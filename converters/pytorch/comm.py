@@ -39,6 +39,8 @@ COLLECTIVES: dict[str, int] = {
 }
 SEND, RECV = "send", "recv"
 P2P = {"send": SEND, "isend": SEND, "recv": RECV, "irecv": RECV, "recvanysource": RECV}
+#: the host ops of a point-to-point transfer (their `Concrete Inputs` end with peer, tag)
+P2P_OPS = ("c10d::send", "c10d::recv_", "c10d::recv", "c10d::recv_any_source_")
 
 #: Kineto / ET dtype spellings → bytes per element.
 DTYPE_BYTES: dict[str, int] = {

@@ -4,7 +4,9 @@ For each communication task the collective type, size, process group and, for
 point-to-point ops, the peer and tag are taken from the best source available (see
 `comm`): the kernel's NCCL args, the linked host ET's `record_param_comms`, the ops
 enclosing its launch, then the kernel name. Collectives are numbered per group
-(`comm_seq`) in time order; gloo ops in the order they were issued (`_issue_order`).
+(`comm_seq`) in time order; gloo ops in the order they were issued (`_issue_order`). A
+SendRecv kernel of no named type is a batch of the P2P ops issued before it
+(`p2p_batch`): one SEND or RECV task each.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import orjson
 
 from lumos.converters.chakra import conventions as cv
 from lumos.converters.pytorch.comm import (
+    P2P_OPS,
     RECV,
     SEND,
     dims_bytes,
@@ -27,9 +30,9 @@ from lumos.converters.pytorch.comm import (
 )
 from lumos.converters.pytorch.host_et import CommArgs, HostTrace
 from lumos.converters.pytorch.kineto import KinetoTrace
+from lumos.converters.pytorch.p2p_batch import BatchFinder, is_batch_kernel, split_task
 from lumos.converters.pytorch.tasks import TaskKind, TaskTable
 
-P2P_OPS = ("c10d::send", "c10d::recv_", "c10d::recv", "c10d::recv_any_source_")
 #: Kineto's argument holding an event's record-function id
 RF_ID_ARG = "Record function id"
 #: host ops that issue a point-to-point send (`isend` and `send` both dispatch to it).
@@ -57,8 +60,11 @@ def annotate_comm(
     comm = comm[np.argsort(table.start[comm], kind="stable")]
     comm = _issue_order(comm, table, trace, on_gloo)
     seq: dict[str, int] = {}
+    nccl = comm[(table.kind[comm] == TaskKind.COLL) & (table.data1[comm] >= 0)]
+    launches = table.ev[table.data1[nccl]]
+    batches = BatchFinder(trace, launches[launches >= 0].tolist()) if len(nccl) else None
     for task in comm.tolist():
-        _annotate(table, trace, host_row, ctx, task, seq)
+        _annotate(table, trace, host_row, ctx, task, seq, batches)
 
 
 def _issue_order(
@@ -86,6 +92,7 @@ def _annotate(
     ctx: CommContext,
     task: int,
     seq: dict[str, int],
+    batches: BatchFinder | None,
 ) -> None:
     row = int(table.ev[task])
     attrs = table.attrs_of(task)
@@ -109,16 +116,21 @@ def _annotate(
         or (host_comm.pg_ranks if host_comm else ())
         or tuple(range(ctx.world_size))
     )
+    if kind is None and batches is not None and is_batch_kernel(trace.name_of(row)):
+        launch = int(table.ev[table.data1[task]]) if table.data1[task] >= 0 else -1
+        ops = batches.ops_before(launch, ctx.groups, ctx.world_size) if launch >= 0 else None
+        if ops is not None:
+            for piece, op in zip(split_task(table, task, len(ops)), ops, strict=True):
+                _set_p2p(table, piece, ctx, op.kind, op.pg_ranks, op.peer, op.tag, op.size)
+                table.attrs_of(piece)["pg_name"] = op.pg_name
+            counts = table.counts.setdefault("p2p_batches", {"batches": 0, "ops": 0})
+            counts["batches"] += 1
+            counts["ops"] += len(ops)
+            return
     size = _size(args, host_comm, chain, trace)
     if kind in (SEND, RECV):
         peer, tag = _peer_tag(chain, trace, host_row, ctx.host)
-        if 0 <= peer < len(ranks):
-            peer = ranks[peer]
-        table.kind[task] = TaskKind.SEND if kind == SEND else TaskKind.RECV
-        attrs["comm_src"] = ctx.rank if kind == SEND else peer
-        attrs["comm_dst"] = peer if kind == SEND else ctx.rank
-        attrs["comm_tag"] = tag
-        attrs["comm_size"] = size
+        _set_p2p(table, task, ctx, str(kind), ranks, peer, tag, size)
         attrs["pg_name"] = pg
         return
     table.kind[task] = TaskKind.COLL
@@ -130,6 +142,27 @@ def _annotate(
     if kind is None:
         attrs["_unknown_comm"] = True
     seq[pg] = seq.get(pg, 0) + 1
+
+
+def _set_p2p(
+    table: TaskTable,
+    task: int,
+    ctx: CommContext,
+    kind: str,
+    ranks: tuple[int, ...],
+    peer: int,
+    tag: int,
+    size: int,
+) -> None:
+    """Make `task` a SEND or RECV to/from the group rank `peer` of `ranks`."""
+    if 0 <= peer < len(ranks):
+        peer = ranks[peer]
+    attrs = table.attrs_of(task)
+    table.kind[task] = TaskKind.SEND if kind == SEND else TaskKind.RECV
+    attrs["comm_src"] = ctx.rank if kind == SEND else peer
+    attrs["comm_dst"] = peer if kind == SEND else ctx.rank
+    attrs["comm_tag"] = tag
+    attrs["comm_size"] = size
 
 
 def _host_comm(

@@ -77,6 +77,11 @@ class RankSummary:
     sources: list[str]
     #: sync and wait calls by how what they wait for was found (`sync_edges`).
     syncs: dict[str, int] = field(default_factory=dict)
+    #: launches of more than one GPU op (CUDA graphs): `launches`, their `ops`, and the
+    #: `joins` inferred between them and around them (`graph_launch`).
+    graph_launches: dict[str, int] = field(default_factory=dict)
+    #: NCCL kernels read as a batch of P2P ops (`p2p_batch`): `batches`, their `ops`.
+    p2p_batches: dict[str, int] = field(default_factory=dict)
     #: every ProfilerStep of the Kineto trace (`steps.StepInfo`) and why `step` was chosen.
     steps: tuple[StepInfo, ...] = ()
     step_chosen_by: str = ""
@@ -97,6 +102,8 @@ class RankSummary:
             "unknown_comm": self.unknown_comm,
             "sources": self.sources,
             "syncs": self.syncs,
+            "graph_launches": self.graph_launches,
+            "p2p_batches": self.p2p_batches,
             "step_chosen_by": self.step_chosen_by,
             "notes": self.notes,
             "steps": [
@@ -382,4 +389,6 @@ def _summary(
         unknown_comm=sum(1 for a in table.attrs.values() if a.get("_unknown_comm")),
         sources=sources,
         syncs=dict(table.counts.get("syncs", {})),
+        graph_launches=dict(table.counts.get("graphs", {})),
+        p2p_batches=dict(table.counts.get("p2p_batches", {})),
     )

@@ -73,18 +73,18 @@ class _Found:
 def infer_waits(table: TaskTable, calls: ThreadCalls, index: StreamIndex) -> dict[str, int]:
     """Add the edges of one thread's unresolved waits; returns counts by outcome."""
     counts = {"inferred": 0, "rejected": 0, "unresolved": 0, "same_stream": 0}
-    for found in _pairs(table, calls, index):
-        if isinstance(found, str):
-            counts[found] += 1
+    for pair in _pairs(table, calls, index):
+        if isinstance(pair, str):
+            counts[pair] += 1
             continue
-        attrs = table.attrs_of(found.wait)
-        attrs[cv.SYNC_STREAM] = found.stream
+        attrs = table.attrs_of(pair.wait)
+        attrs[cv.SYNC_STREAM] = pair.stream
         attrs[cv.SYNC_INFERRED] = True
-        if int(table.start[found.dst]) + GPU_SLACK_NS < table.end(found.src):
-            found = _earlier_event(table, found)
-            if found is None:
-                counts["rejected"] += 1
-                continue
+        contradicted = int(table.start[pair.dst]) + GPU_SLACK_NS < table.end(pair.src)
+        found = _earlier_event(table, pair) if contradicted else pair
+        if found is None:
+            counts["rejected"] += 1
+            continue
         table.add_data(found.dst, found.src)
         counts["inferred"] += 1
         if found.record >= 0:

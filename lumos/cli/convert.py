@@ -127,6 +127,18 @@ def convert_cmd(
                 f"{syncs.get('rejected', 0)} rejected (timestamps contradict), "
                 f"{syncs.get('unresolved', 0)} unresolved"
             )
+        graphs = summary.graph_launches
+        if graphs.get("launches"):
+            click.echo(
+                f"  CUDA graph launches: {graphs['launches']} ({graphs.get('ops', 0)} GPU ops), "
+                f"{graphs.get('joins', 0)} joins inferred from held starts"
+            )
+        batches = summary.p2p_batches
+        if batches.get("batches"):
+            click.echo(
+                f"  batched P2P: {batches['batches']} SendRecv kernel(s) split into "
+                f"{batches.get('ops', 0)} send/recv nodes"
+            )
         if summary.unknown_comm:
             click.echo(
                 f"  {summary.unknown_comm} comm op(s) of unknown type (written as all-reduce)"

@@ -46,6 +46,8 @@ class Snippet:
 
     events: list[dict[str, Any]] = field(default_factory=list)
     corr: int = 1000
+    #: Kineto's `distributedInfo` (backend, rank, world_size, pg_config), when distributed
+    distributed: dict[str, Any] | None = None
 
     def _next(self) -> int:
         self.corr += 1
@@ -54,11 +56,25 @@ class Snippet:
     def step(self, n: int, ts: float, dur: float) -> None:
         self.events.append(_x("user_annotation", f"ProfilerStep#{n}", PID, TID, ts, dur, {}))
 
-    def op(self, name: str, ts: float, dur: float, tid: int = TID, rf: int | None = None) -> None:
-        args: dict[str, Any] = {"External id": self._next()}
+    def op(
+        self,
+        name: str,
+        ts: float,
+        dur: float,
+        tid: int = TID,
+        rf: int | None = None,
+        args: dict[str, Any] | None = None,
+    ) -> None:
+        """A host op (`cpu_op`); `args` adds to its arguments (`Concrete Inputs`, NCCL's)."""
+        body: dict[str, Any] = {"External id": self._next(), **(args or {})}
         if rf is not None:  # traces captured together with a host ET
-            args["Record function id"] = rf
-        self.events.append(_x("cpu_op", name, PID, tid, ts, dur, args))
+            body["Record function id"] = rf
+        self.events.append(_x("cpu_op", name, PID, tid, ts, dur, body))
+
+    def annotation(self, name: str, ts: float, dur: float, tid: int = TID) -> None:
+        """A `user_annotation` (record_function ranges, ProcessGroupNCCL's `nccl:*`)."""
+        args = {"External id": self._next()}
+        self.events.append(_x("user_annotation", name, PID, tid, ts, dur, args))
 
     def runtime(self, name: str, ts: float, dur: float, tid: int = TID) -> int:
         """A runtime call without GPU work (sync, record, wait); returns its correlation."""
@@ -129,6 +145,8 @@ class Snippet:
             "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}],
             "traceEvents": self.events,
         }
+        if self.distributed is not None:
+            doc["distributedInfo"] = self.distributed
         path.write_bytes(gzip.compress(json.dumps(doc).encode()))
         return path
 

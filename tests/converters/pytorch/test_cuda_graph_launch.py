@@ -9,7 +9,7 @@ from pathlib import Path
 
 from lumos.converters.chakra.attrs import attrs_dict
 from lumos.converters.chakra.stream import read_et
-from lumos.converters.pytorch.convert import convert
+from lumos.converters.pytorch.convert import RankSummary, convert
 from lumos.proto import pb
 from lumos.simulator.report.compare import compare
 from lumos.simulator.report.measured import read_measured
@@ -20,10 +20,10 @@ from tests.converters.pytorch.kineto_snippet import Snippet
 HTA = "HolisticTraceAnalysis/tests/data"
 
 
-def _convert(path: Path, out: Path) -> tuple[dict[str, pb.Node], dict[int, pb.Node], dict]:
+def _convert(path: Path, out: Path) -> tuple[dict[str, pb.Node], dict[int, pb.Node], RankSummary]:
     result = convert([path], out, prefix="t")
     _, nodes = read_et(out / "t.0.et")
-    return {n.name: n for n in nodes}, {n.id: n for n in nodes}, result.ranks[0].syncs
+    return {n.name: n for n in nodes}, {n.id: n for n in nodes}, result.ranks[0]
 
 
 def _replay(out: Path) -> tuple[float, float, dict[str, tuple[int, int]]]:
@@ -104,7 +104,7 @@ def test_branched_graph_keeps_its_fork_join_and_exit(tmp_path: Path) -> None:
     right after g2, and the eager kernel at its launch, so the stream sync that waits for
     it returned early: −80.5% on the step (GPU-inclusive −34.9%); now exact."""
     path = _two_replays().write(tmp_path / "rank0.json.gz")
-    by_name, by_id, syncs = _convert(path, tmp_path / "et")
+    by_name, by_id, summary = _convert(path, tmp_path / "et")
     launches = [n.id for n in by_id.values() if n.name == "cudaGraphLaunch"]
     deps = {
         name: sorted(by_id[d].name for d in node.data_deps)
@@ -119,7 +119,8 @@ def test_branched_graph_keeps_its_fork_join_and_exit(tmp_path: Path) -> None:
         "triton_g3_r2": ["triton_g1_r2"],
     }
     assert deps["elementwise_kernel"] == ["cudaLaunchKernel", "triton_g3_r2"]
-    assert len(launches) == 2 and syncs["inferred"] == 1
+    assert len(launches) == 2 and summary.syncs["inferred"] == 1
+    assert summary.graph_launches == {"launches": 2, "ops": 8, "joins": 5}
     step, gpu, times = _replay(tmp_path / "et")
     for r in (1, 2):
         assert times[f"triton_g1_r{r}"][0] >= times[f"triton_g0_r{r}"][1]
@@ -140,11 +141,12 @@ def test_stream_sync_after_a_graph_waits_for_the_graph(tmp_path: Path) -> None:
     corr = k.runtime("cudaStreamSynchronize", 1040.0, 331.0)  # returns at 1371
     k.cuda_sync("Stream Sync", corr, 1041.0, 330.0, stream=7, device=0, context=1)
     k.op("aten::add", 1375.0, 10.0)
-    by_name, by_id, syncs = _convert(k.write(tmp_path / "rank0.json.gz"), tmp_path / "et")
+    by_name, by_id, summary = _convert(k.write(tmp_path / "rank0.json.gz"), tmp_path / "et")
     sync = by_name["cudaStreamSynchronize"]
     assert [by_id[d].name for d in sync.data_deps] == ["triton_g3_r1"]
     assert (attrs_dict(sync)["sync_stream"], attrs_dict(sync)["sync_wait_ns"]) == (7, 328_000)
-    assert syncs["recorded"] == 1
+    assert summary.syncs["recorded"] == 1
+    assert summary.graph_launches == {"launches": 1, "ops": 4, "joins": 2}
     step, _, times = _replay(tmp_path / "et")
     assert times["cudaStreamSynchronize"][1] >= times["triton_g3_r1"][1]
     assert abs(step) < 0.01

@@ -1,0 +1,167 @@
+"""Batched point-to-point transfers: many sends and receives, one NCCL kernel.
+
+`batch_isend_irecv` (Megatron's pipeline P2P, `torch.distributed.pipelining`) runs its
+ops inside a coalescing manager: each `c10d::send` / `c10d::recv_` only registers its
+transfer — its `Concrete Inputs` end with the peer's group rank and the tag, its
+`record_param_comms` names size and process group — and launches nothing; the group's
+end launches one `ncclDevKernel_SendRecv` for all of them, inside a `nccl:coalesced`
+range, with no NCCL metadata of its own (pytorch/pytorch#194693, mlcommons/chakra#178).
+A SendRecv kernel whose type nothing names stands for the P2P ops its thread issued
+after its previous NCCL launch: it becomes one SEND or RECV task per op, sends first,
+on its stream, launched by its call, each with the kernel's recorded times; they pair
+across ranks by (src, dst, tag) like unbatched ones. As one collective over the whole
+group (the old reading) a pipeline of more than two stages could not be simulated:
+its stages issue different numbers of them. The op after the batch on its stream, and
+whatever waited for the kernel, wait for the batch's last task.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lumos.converters.pytorch.comm import P2P_OPS, RECV, SEND, dims_bytes, dtype_bytes, kind_of
+from lumos.converters.pytorch.kineto import Kind, KinetoTrace
+from lumos.converters.pytorch.tasks import TaskTable
+
+PARAM_COMMS = "record_param_comms"
+
+
+@dataclass(frozen=True, slots=True)
+class P2POp:
+    """One transfer of a batch: SEND or RECV, the peer's group rank, tag, bytes, group."""
+
+    kind: str
+    peer: int
+    tag: int
+    size: int
+    pg_name: str
+    pg_ranks: tuple[int, ...]
+
+
+def is_batch_kernel(name: str) -> bool:
+    """NCCL's grouped point-to-point kernel (`ncclDevKernel_SendRecv`, `ncclKernel_SendRecv_*`)."""
+    return "SendRecv" in name
+
+
+class BatchFinder:
+    """The P2P ops each thread issued between two of its NCCL launches."""
+
+    def __init__(self, trace: KinetoTrace, launch_rows: list[int]) -> None:
+        self.trace = trace
+        cpu = np.flatnonzero(trace.kind == Kind.CPU_OP)
+        names = trace.name[cpu]
+        wanted = {i for i, n in enumerate(trace.names) if n in P2P_OPS}
+        comms = {i for i, n in enumerate(trace.names) if n == PARAM_COMMS}
+        self.ops = _by_thread(trace, cpu[np.isin(names, list(wanted))])
+        self.comms = _by_thread(trace, cpu[np.isin(names, list(comms))])
+        self.launches = _by_thread(trace, np.asarray(sorted(set(launch_rows)), np.int64))
+
+    def ops_before(
+        self, launch_row: int, groups: dict[str, tuple[int, ...]], world: int
+    ) -> list[P2POp] | None:
+        """The batch launched by `launch_row`: its thread's P2P ops after the thread's
+        previous NCCL launch, sends first; None when there are none, or one lacks its peer."""
+        trace = self.trace
+        key = (int(trace.pid[launch_row]), int(trace.tid[launch_row]))
+        at = int(trace.ts[launch_row])
+        times, _ = self.launches.get(key, ([], []))
+        k = bisect.bisect_left(times, at) - 1
+        since = times[k] if k >= 0 else -(1 << 62)
+        op_times, op_rows = self.ops.get(key, ([], []))
+        lo, hi = bisect.bisect_right(op_times, since), bisect.bisect_left(op_times, at)
+        out = [self._op(row, key, groups, world) for row in op_rows[lo:hi]]
+        if not out or any(op is None for op in out):
+            return None
+        ops = [op for op in out if op is not None]
+        return [op for op in ops if op.kind == SEND] + [op for op in ops if op.kind == RECV]
+
+    def _op(
+        self, row: int, key: tuple[int, int], groups: dict[str, tuple[int, ...]], world: int
+    ) -> P2POp | None:
+        trace = self.trace
+        args = trace.args.get(row) or {}
+        concrete = args.get("Concrete Inputs") or []
+        ints = [int(c) for c in concrete if isinstance(c, str) and c.lstrip("-").isdigit()]
+        if len(ints) < 2:
+            return None
+        comm = self._param_comms(row, key)
+        pg = str(comm.get("Process Group Name", "")) or "0"
+        ranks = groups.get(pg) or _ranks(comm.get("Process Group Ranks")) or tuple(range(world))
+        size = dims_bytes(args)
+        if "In msg nelems" in comm:
+            size = int(comm["In msg nelems"]) * dtype_bytes(str(comm.get("dtype", "float")))
+        kind = kind_of(trace.name_of(row))
+        return P2POp(str(kind), ints[-2], ints[-1], size, pg, ranks)
+
+    def _param_comms(self, row: int, key: tuple[int, int]) -> dict[str, Any]:
+        """The arguments of the `record_param_comms` nested in the op (empty: none)."""
+        trace = self.trace
+        times, rows = self.comms.get(key, ([], []))
+        start, end = int(trace.ts[row]), int(trace.ts[row] + trace.dur[row])
+        k = bisect.bisect_left(times, start)
+        if k < len(times) and times[k] <= end:
+            return trace.args.get(rows[k]) or {}
+        return {}
+
+
+def split_task(table: TaskTable, task: int, count: int) -> list[int]:
+    """Turn GPU task `task` into `count` tasks in a row on its stream, `task` first: each
+    a copy of it (times, launch, stream), chained by control dependencies; the op after
+    it on the stream, and every task that depended on it, depend on the last one."""
+    if count < 2:
+        return [task]
+    base = len(table)
+    copies = table.append(
+        kind=np.repeat(table.kind[task], count - 1),
+        name=np.repeat(table.name[task], count - 1),
+        start=np.repeat(table.start[task], count - 1),
+        dur=np.repeat(table.dur[task], count - 1),
+        stream=np.repeat(table.stream[task], count - 1),
+        device=np.repeat(table.device[task], count - 1),
+        ev=np.repeat(table.ev[task], count - 1),
+        host=np.repeat(table.host[task], count - 1),
+        data1=np.repeat(table.data1[task], count - 1),
+        ctrl=np.r_[task, np.arange(base, base + count - 2)],
+    )
+    last = int(copies[-1])
+    after = np.flatnonzero(table.ctrl[:base] == task)
+    table.ctrl[after] = last
+    for deps in table.extra.values():
+        for i, dep in enumerate(deps):
+            if dep == task:
+                deps[i] = last
+    return [task, *copies.tolist()]
+
+
+def _by_thread(trace: KinetoTrace, rows: np.ndarray) -> dict[tuple[int, int], tuple[list, list]]:
+    """(pid, tid) → (start times, rows), sorted by start."""
+    out: dict[tuple[int, int], tuple[list, list]] = {}
+    if not len(rows):
+        return out
+    rows = rows[np.lexsort((rows, trace.ts[rows], trace.tid[rows], trace.pid[rows]))]
+    for row, pid, tid, ts in zip(
+        rows.tolist(),
+        trace.pid[rows].tolist(),
+        trace.tid[rows].tolist(),
+        trace.ts[rows].tolist(),
+        strict=True,
+    ):
+        times, kept = out.setdefault((pid, tid), ([], []))
+        times.append(ts)
+        kept.append(row)
+    return out
+
+
+def _ranks(text: Any) -> tuple[int, ...]:
+    """Kineto's "Process Group Ranks" ("[0, 1, 2, 3]") as a tuple; () if unreadable."""
+    if not isinstance(text, str):
+        return ()
+    parts = text.strip("[] ").split(",")
+    try:
+        return tuple(int(p) for p in parts if p.strip())
+    except ValueError:
+        return ()
