@@ -116,9 +116,11 @@ def _annotate(
         or (host_comm.pg_ranks if host_comm else ())
         or tuple(range(ctx.world_size))
     )
+    launch = int(table.ev[table.data1[task]]) if table.data1[task] >= 0 else -1
+    if batches is None or launch < 0 or table.kind[task] == TaskKind.CPU:
+        batches = None  # gloo ops, and kernels without a launch, are not batched
     if kind is None and batches is not None and is_batch_kernel(trace.name_of(row)):
-        launch = int(table.ev[table.data1[task]]) if table.data1[task] >= 0 else -1
-        ops = batches.ops_before(launch, ctx.groups, ctx.world_size) if launch >= 0 else None
+        ops = batches.ops_before(launch, ctx.groups, ctx.world_size)
         if ops is not None:
             for piece, op in zip(split_task(table, task, len(ops)), ops, strict=True):
                 _set_p2p(table, piece, ctx, op.kind, op.pg_ranks, op.peer, op.tag, op.size)
@@ -128,6 +130,8 @@ def _annotate(
             counts["ops"] += len(ops)
             return
     size = _size(args, host_comm, chain, trace)
+    if not size and batches is not None and kind is not None:
+        size = batches.coalesced_bytes(launch, kind)
     if kind in (SEND, RECV):
         peer, tag = _peer_tag(chain, trace, host_row, ctx.host)
         _set_p2p(table, task, ctx, str(kind), ranks, peer, tag, size)

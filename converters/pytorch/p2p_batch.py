@@ -12,7 +12,10 @@ on its stream, launched by its call, each with the kernel's recorded times; they
 across ranks by (src, dst, tag) like unbatched ones. As one collective over the whole
 group (the old reading) a pipeline of more than two stages could not be simulated:
 its stages issue different numbers of them. The op after the batch on its stream, and
-whatever waited for the kernel, wait for the batch's last task.
+whatever waited for the kernel, wait for the batch's last task. A coalesced collective
+kernel (Megatron's bucketed all-gathers in one `_coalescing_manager`) has a type by its
+name but no size: it moves what its thread's collectives of that type, issued since its
+previous NCCL launch, registered (`BatchFinder.coalesced_bytes`).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ def is_batch_kernel(name: str) -> bool:
 
 
 class BatchFinder:
-    """The P2P ops each thread issued between two of its NCCL launches."""
+    """The P2P ops (and collectives) each thread issued between two of its NCCL launches."""
 
     def __init__(self, trace: KinetoTrace, launch_rows: list[int]) -> None:
         self.trace = trace
@@ -65,19 +68,40 @@ class BatchFinder:
     ) -> list[P2POp] | None:
         """The batch launched by `launch_row`: its thread's P2P ops after the thread's
         previous NCCL launch, sends first; None when there are none, or one lacks its peer."""
+        key, rows = self._window(self.ops, launch_row)
+        out = [self._op(row, key, groups, world) for row in rows]
+        if not out or any(op is None for op in out):
+            return None
+        ops = [op for op in out if op is not None]
+        return [op for op in ops if op.kind == SEND] + [op for op in ops if op.kind == RECV]
+
+    def coalesced_bytes(self, launch_row: int, kind: int | str) -> int:
+        """Bytes of the `kind` collectives (their `record_param_comms`) the thread issued
+        after its previous NCCL launch and before `launch_row`: what one kernel of a
+        coalescing manager (Megatron's bucketed all-gathers) moves, which its own
+        arguments do not say."""
+        total = 0
+        for row in self._window(self.comms, launch_row)[1]:
+            args = self.trace.args.get(row) or {}
+            name = args.get("Collective name")
+            if isinstance(name, str) and kind_of(name) == kind and "In msg nelems" in args:
+                total += int(args["In msg nelems"]) * dtype_bytes(str(args.get("dtype", "float")))
+        return total
+
+    def _window(
+        self, events: dict[tuple[int, int], tuple[list, list]], launch_row: int
+    ) -> tuple[tuple[int, int], list[int]]:
+        """The launch's thread and `events`' rows on it that started after the thread's
+        previous NCCL launch and before this one."""
         trace = self.trace
         key = (int(trace.pid[launch_row]), int(trace.tid[launch_row]))
         at = int(trace.ts[launch_row])
         times, _ = self.launches.get(key, ([], []))
         k = bisect.bisect_left(times, at) - 1
         since = times[k] if k >= 0 else -(1 << 62)
-        op_times, op_rows = self.ops.get(key, ([], []))
-        lo, hi = bisect.bisect_right(op_times, since), bisect.bisect_left(op_times, at)
-        out = [self._op(row, key, groups, world) for row in op_rows[lo:hi]]
-        if not out or any(op is None for op in out):
-            return None
-        ops = [op for op in out if op is not None]
-        return [op for op in ops if op.kind == SEND] + [op for op in ops if op.kind == RECV]
+        ev_times, ev_rows = events.get(key, ([], []))
+        lo, hi = bisect.bisect_right(ev_times, since), bisect.bisect_left(ev_times, at)
+        return key, ev_rows[lo:hi]
 
     def _op(
         self, row: int, key: tuple[int, int], groups: dict[str, tuple[int, ...]], world: int
