@@ -60,7 +60,7 @@ NODE_ATTRS: tuple[AttrSpec, ...] = (
     AttrSpec(
         GAP_NS,
         "int64_val",
-        "on a CPU node: untraced CPU time between the previous node on its thread and this one",
+        "on a CPU node: untraced CPU time between the previous node on its thread and this one; on a GPU node after another on its stream: its dispatch delay, how much later it started than its stream predecessor, launch and other dependencies allowed (at most 10 µs; absent = 0), counted in replay from when it can start",
     ),
     AttrSpec(
         DUR_ESTIMATED,
