@@ -31,7 +31,7 @@ def parse_all(name: str, count: int, earlier: tuple[str, ...]) -> dict[str, Any]
 
 
 def check_launch_columns(name: str, parsed: dict[str, Any]) -> None:
-    """Each parsed row of a launch-script file (`heldout4_rows`: HELDOUT4, HELDOUT5) keeps
+    """Each parsed row of a held-out file (HELDOUT3, HELDOUT4, HELDOUT5) keeps
     its stated TP / PP / DP / CP, batch, sequence and micro-batch, fills its GPU count,
     runs on the system its `hwconfig` names (else the H100) and is dense."""
     for r in rows(name):
@@ -42,7 +42,7 @@ def check_launch_columns(name: str, parsed: dict[str, Any]) -> None:
         stated = (r["tp"], r["pp"], r["dp"], r["cp"] or "1", r["gbs_seqs"], r["seq_len"], r["mbs"])
         assert tuple(str(v) for v in (p.tp, p.pp, p.dp, p.cp, p.gbs, p.seq, p.mbs)) == stated
         assert p.world == int(r["gpus"]) and row.published_s > 0, r["row_id"]
-        assert row.hw == (r["hwconfig"] or "h100") and not row.model.moe, r["row_id"]
+        assert row.hw == (r.get("hwconfig") or "h100") and not row.model.moe, r["row_id"]
 
 
 def row_error(name: str, row_id: str) -> float:

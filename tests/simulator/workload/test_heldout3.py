@@ -16,7 +16,12 @@ import csv
 import pytest
 
 from tests.conftest import script_module
-from tests.simulator.workload.heldout_files import parse_all, row_error, rows
+from tests.simulator.workload.heldout_files import (
+    check_launch_columns,
+    parse_all,
+    row_error,
+    rows,
+)
 
 
 def _rows() -> list[dict[str, str]]:
@@ -30,15 +35,7 @@ def test_every_heldout3_row_parses_or_says_why() -> None:
     skipped with the row's own reason. No row id repeats one of the earlier files."""
     parsed = parse_all("HELDOUT3", 41, ("HELDOUT", "MOE", "HELDOUT2", "TITAN"))
     assert sum(isinstance(v, str) for v in parsed.values()) == 7
-    for r in _rows():
-        row = parsed[r["row_id"]]
-        if isinstance(row, str):
-            continue
-        p = row.plan
-        stated = (r["tp"], r["pp"], r["dp"], r["cp"] or "1", r["gbs_seqs"], r["seq_len"], r["mbs"])
-        assert tuple(str(v) for v in (p.tp, p.pp, p.dp, p.cp, p.gbs, p.seq, p.mbs)) == stated
-        assert p.world == int(r["gpus"]) and row.published_s > 0, r["row_id"]
-        assert row.hw == "h100" and not row.model.moe, r["row_id"]
+    check_launch_columns("HELDOUT3", parsed)
 
 
 def test_heldout3_rows_take_their_recipes_settings() -> None:
