@@ -141,8 +141,7 @@ class Generator:
     def chunk_params(self, v: int) -> list[int]:
         """Local weights per layer of virtual stage `v` (embedding/output added at the ends),
         routed experts excepted (`expert_params`)."""
-        first = self.first_layer[v]
-        out = [self._dense_layer_params(first + i) for i in range(self.chunk_layers[v])]
+        out = self._linear_params(v, experts=False)
         emb = self.ctx.vocab * self.ctx.h
         if v == 0:
             out = [out[0] + emb, *out[1:]] if out else [emb]
