@@ -1,15 +1,15 @@
 """Memory per GPU of a generated step: weights, gradients, optimizer states, activations.
 
 Per pipeline stage (the busiest is reported): BF16 weights (+ Transformer Engine's cached
-FP8 cast and transpose under FP8, `_weight_bytes`), BF16 gradient buffers (FP32, 4 bytes,
-plus the FP32 reduced shard, where FSDP2 is kept unsharded under pipeline parallelism,
-`zero` 3 with `pp` > 1, `fsdp_pp`: FSDP2 accumulates an unsharded gradient in the reduce dtype while
-gradient sync is off, torch `FSDPParam.to_accumulated_grad_if_needed`), Adam's FP32
-master weights and two moments (12 bytes a parameter) — divided over the data-parallel
-group for the optimizer states from ZeRO-1, for the gradients too from ZeRO-2 (DeepSpeed
-stage 2 partitions the reduced gradients; its reduce bucket is left to the workspace) and
-for everything from ZeRO-3 (plus two
-gathered layers) —, activations of every micro-batch
+FP8 cast and transpose under FP8, `_weight_bytes`; the FP8 weight and its transpose alone
+with FP8 parameters), BF16 gradient buffers (FP32, 4 bytes, plus the FP32 reduced shard,
+where FSDP2 is kept unsharded under pipeline parallelism, `zero` 3 with `pp` > 1,
+`fsdp_pp`: FSDP2 accumulates an unsharded gradient in the reduce dtype while gradient sync
+is off, torch `FSDPParam.to_accumulated_grad_if_needed`), Adam's FP32 master weights and
+two moments (12 bytes a parameter) — divided over the data-parallel group for the
+optimizer states from ZeRO-1, for the gradients too from ZeRO-2 (DeepSpeed stage 2
+partitions the reduced gradients; its reduce bucket is left to the workspace) and for
+everything from ZeRO-3 (plus two gathered layers) —, activations of every micro-batch
 in flight (the most the pipeline order holds at once, `schedule.in_flight`), the logits
 of the last stage, and a fixed workspace (CUDA context, library workspaces, NCCL
 buffers; `hwconfigs/kernels`). Activations per layer follow Korthikanti et al. 2022,
