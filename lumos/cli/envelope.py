@@ -1,8 +1,12 @@
 """The one shape of every `--json` output: a versioned envelope around the result.
 
-    {"schema_version": "1.1", "lumos_version": "...", "command": "simulate",
+    {"schema_version": "1.2", "lumos_version": "...", "command": "simulate",
      "inputs": {...}, "hardware": {...} | null, "options": {...},
      "result": {...}, "timings": {"wall_s": ..., ...}}
+
+A command asked for `--json` that fails prints the same envelope with `error`
+(`exit_code`, `type`, `message`: the stderr line) in place of `result`, so a script that
+parses stdout learns why instead of reading nothing (`error_envelope`).
 
 `inputs` are the command's positional arguments (files, folders), `options` every other
 option as given (paths as strings), `hardware` the system `--hw` resolved to (or the
@@ -15,16 +19,18 @@ when a key is renamed or removed (docs/json.md lists the versions).
 
 from __future__ import annotations
 
+import sys
 import time
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 import click
+import orjson
 
 from lumos import __version__
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 #: options that change only how a result is shown, not what it is
 _PRESENTATION = frozenset({"as_json", "force"})
@@ -68,14 +74,13 @@ def _hardware(params: dict[str, Any]) -> dict[str, Any] | None:
     return out or None
 
 
-def envelope(
-    result: Any,
-    *,
+def _document(
+    ctx: click.Context,
+    hardware: dict[str, Any] | None,
+    outcome: tuple[str, Any],
     timings: dict[str, float] | None = None,
-    hardware: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Wrap `result` for the running click command (inputs and options read from it)."""
-    ctx = click.get_current_context()
+    """The envelope around `outcome` (`("result", ...)` or `("error", ...)`), in key order."""
     inputs: dict[str, Any] = {}
     options: dict[str, Any] = {}
     for param in ctx.command.params:
@@ -91,8 +96,49 @@ def envelope(
         "lumos_version": __version__,
         "command": ctx.command_path.split(" ", 1)[1] if " " in ctx.command_path else "",
         "inputs": inputs,
-        "hardware": hardware if hardware is not None else _hardware(ctx.params),
+        "hardware": hardware,
         "options": options,
-        "result": result,
+        outcome[0]: outcome[1],
         "timings": wall | {k: round(v, 4) for k, v in (timings or {}).items()},
     }
+
+
+def envelope(
+    result: Any,
+    *,
+    timings: dict[str, float] | None = None,
+    hardware: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Wrap `result` for the running click command (inputs and options read from it)."""
+    ctx = click.get_current_context()
+    ctx.find_root().meta["lumos.json_written"] = True
+    hw = hardware if hardware is not None else _hardware(ctx.params)
+    return _document(ctx, hw, ("result", result), timings)
+
+
+def wants_error_envelope(ctx: click.Context | None) -> bool:
+    """True when the failing command was asked for `--json` and has printed no document."""
+    if ctx is None or not ctx.params.get("as_json"):
+        return False
+    return not ctx.find_root().meta.get("lumos.json_written")
+
+
+def error_envelope(
+    ctx: click.Context, exc: BaseException, code: int, message: str
+) -> dict[str, Any]:
+    """The envelope of a failed `--json` command: `error` in place of `result`.
+
+    `hardware` is null: the failure may be the hardware config itself, so it is not
+    resolved again here."""
+    error = {"exit_code": code, "type": type(exc).__name__, "message": message}
+    return _document(ctx, None, ("error", error))
+
+
+def write_error_envelope(ctx: click.Context, exc: BaseException, code: int, message: str) -> None:
+    """Print `error_envelope` on stdout; a closed stdout is left to the stderr line."""
+    doc = error_envelope(ctx, exc, code, message.removeprefix("error: "))
+    try:
+        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.flush()
+    except OSError:
+        pass

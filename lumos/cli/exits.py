@@ -127,8 +127,20 @@ def guarded(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if os.environ.get("LUMOS_DEBUG") and not isinstance(exc, LumosError):
             raise
         # names in the message come from traces: no control characters reach the terminal
-        click.echo("\n".join(map(printable, _message(exc).split("\n"))), err=True)
-        sys.exit(exit_code(exc))
+        message = "\n".join(map(printable, _message(exc).split("\n")))
+        click.echo(message, err=True)
+        code = exit_code(exc)
+        _json_error(exc, code, message)
+        sys.exit(code)
+
+
+def _json_error(exc: BaseException, code: int, message: str) -> None:
+    """With `--json`, the failure as the envelope on stdout too (`error` for `result`)."""
+    from lumos.cli.envelope import wants_error_envelope, write_error_envelope
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and wants_error_envelope(ctx):
+        write_error_envelope(ctx, exc, code, message)
 
 
 def exit_codes_markdown() -> str:
@@ -140,7 +152,9 @@ def exit_codes_markdown() -> str:
         "",
         "Generated from `lumos/cli/exits.py` and `lumos/limits.py` (a test keeps them equal);",
         "`lumos --help` prints the same table. Every failure is one `error: ...` line on",
-        "stderr naming the file, node or key; nothing half-written is left behind.",
+        "stderr naming the file, node or key; nothing half-written is left behind. With",
+        "`--json`, stdout also gets the envelope with `error` (exit code, type, message) in",
+        "place of `result` (docs/json.md).",
         "",
         "| code | meaning |",
         "|---|---|",

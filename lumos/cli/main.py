@@ -166,6 +166,22 @@ class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *COMMANDS})
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the sub-command; a usage error under `--json` also prints the error
+        envelope on stdout (the message still goes to stderr, exit code 2)."""
+        argv = [*getattr(ctx, "_protected_args", ()), *ctx.args]
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            if "--json" in argv and exc.ctx is not None:
+                from lumos.cli.envelope import wants_error_envelope, write_error_envelope
+
+                exc.ctx.params.setdefault("as_json", True)
+                if wants_error_envelope(exc.ctx):
+                    exc.ctx.find_root().meta["lumos.json_written"] = True
+                    write_error_envelope(exc.ctx, exc, exc.exit_code, exc.format_message())
+            raise
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in COMMANDS and cmd_name not in self.commands:
             module_name, attr, _ = COMMANDS[cmd_name]
