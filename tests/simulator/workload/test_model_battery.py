@@ -172,7 +172,9 @@ def test_cli_refusal_is_one_line_exit_4_and_writes_nothing(tmp_path: Path, stem:
     args = ["estimate", "--model", str(path), "--tp", "8", "-o", str(out), "--json"]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 4
-    assert result.stdout == ""
+    error = json.loads(result.stdout)["error"]  # --json: the envelope names the refusal too
+    assert error == {"exit_code": 4, "type": "ConfigError", "message": error["message"]}
+    assert result.stderr == f"error: {error['message']}\n"
     assert result.stderr.startswith(f"error: {path}: ") and result.stderr.count("\n") == 1
     assert "Traceback" not in result.output
     assert not out.exists()
