@@ -9,6 +9,8 @@ is not that kernel class (docs/estimate.md, "The A100 control of the llm-foundry
     python scripts/physics_sensitivity.py --heldout2 --groups G4,G9 \\
         none memory_efficiency=0.5 gemm_efficiency_bf16=0.85 [--gpu h100]
 
+A setting may scale several fields together: `attention_fwd_efficiency=2,attention_bwd_efficiency=2`.
+
 `--gpu` restricts the scaling to one shipped system's GPU (the others keep their files).
 """
 
@@ -30,19 +32,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import validate_published as vp
 
 
-def _setting(text: str) -> tuple[str, float]:
-    """`field=factor`, or `none` (the shipped files)."""
+def _setting(text: str) -> dict[str, float]:
+    """`field=factor[,field=factor ...]` (fields scaled together), or `none` (the files)."""
     if text == "none":
-        return "", 1.0
-    name, _, factor = text.partition("=")
-    if name not in {f.name for f in fields(KernelPhysics)}:
-        raise SystemExit(f"unknown kernel-physics field {name!r}")
-    return name, float(factor)
+        return {}
+    out = {}
+    for part in text.split(","):
+        name, _, factor = part.partition("=")
+        if name not in {f.name for f in fields(KernelPhysics)}:
+            raise SystemExit(f"unknown kernel-physics field {name!r}")
+        out[name] = float(factor)
+    return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("settings", nargs="+", help="none | field=factor")
+    ap.add_argument("settings", nargs="+", help="none | field=factor[,field=factor]")
     ap.add_argument("--heldout2", action="store_true")
     ap.add_argument("--csv", type=Path, default=None)
     ap.add_argument("--groups", default="", help="group-name prefixes, comma-separated")
@@ -58,12 +63,12 @@ def main() -> int:
     cases = [(r, row) for r, row in parsed if not isinstance(row, str)]
     gpus = {hw: load_system(hw).gpu.name for hw in {row.hw for _, row in cases}}
     for text in args.settings:
-        name, factor = _setting(text)
+        scale = _setting(text)
         errors: dict[str, list[float]] = defaultdict(list)
         for r, row in cases:
             physics = kernel_physics_of(gpus[row.hw])
-            if name and (args.gpu is None or args.gpu == row.hw):
-                physics = replace(physics, **{name: getattr(physics, name) * factor})
+            if scale and (args.gpu is None or args.gpu == row.hw):
+                physics = replace(physics, **{k: getattr(physics, k) * f for k, f in scale.items()})
             est = estimate(row.model, row.plan, row.hw, physics=physics)
             errors[r.get("group", "")].append(est.iteration_time_s / row.published_s - 1)
         cells = "  ".join(

@@ -100,7 +100,10 @@ EAGER = {
 #: the in-place multiply by the loss gradient 8 and the cast back to BF16 6
 UNFUSED_CROSS_ENTROPY = (Eager(38, 6), Eager(14, 2))
 #: SDPA's FlashAttention-2 over the hardware file's fused-attention (cuDNN / FA3-class)
-#: efficiencies, forward and backward (sources in the module doc)
+#: efficiencies, forward and backward (sources in the module doc). Measured on H100; on the
+#: A100, whose file already holds FA2's efficiency, it counts twice — kept because the
+#: A100 llm-foundry sweep ran at that rate (docs/estimate.md, "Why non-NVIDIA stacks run
+#: slower on H100", open)
 ATTENTION = {"cudnn": (1.0, 1.0), "fa2": (329.5 / 631.3, 318 / 518)}
 #: flash_attn's fused cross-entropy (llm-foundry `loss_fn: fused_crossentropy`) per logit:
 #: forward reads the BF16 logits once (the FP32 softmax stays in registers, only the
