@@ -385,8 +385,8 @@ def estimate(
 ) -> EstimateResult:
     """One training step of `model` (built-in name, spec YAML or config.json) on `hw`, no trace.
 
-    `plan`: `ParallelPlan` fields (tp, pp, dp, mbs, gbs, seq, zero, precision, ...); the
-    rest as `lumos estimate` (-o = `output`); `to_json()` is its --json. Raises ConfigError (unknown model, option,
+    `plan`: `ParallelPlan` fields (tp, pp, dp, mbs, gbs, seq, zero, precision, lora_rank, ...);
+    the rest as `lumos estimate` (-o = `output`); `to_json()` is its --json. Raises ConfigError (unknown model, option,
     hardware; a plan that cannot run), LumosError (`output` holds another set, no `force`).
     """
     from lumos.simulator.workload.plan import ParallelPlan

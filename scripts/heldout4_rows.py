@@ -19,10 +19,15 @@ convention (the fifth set, `heldout5_h100.csv`, carries the same columns, read t
 * `embedding_in_split`, `loss_in_split` ("yes"), `defer_embedding_wgrad` (micro-batches):
   Megatron-Core's `account_for_{embedding,loss}_in_pipeline_split` and
   `defer_embedding_wgrad_compute` / `wgrad_deferral_limit` from the recipe a row names.
+
+A LoRA fine-tuning row (the third and fifth sets) carries a `lora` column, "rank R; targets
+T,...[; a2a]" (plan `lora_rank`, `lora_targets`, `lora_a2a`), from the recipe its `notes`
+name; the third set carries `loss_fusion` too.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -57,4 +62,15 @@ def software(
         fields["attention_kernel"] = r["attention_kernel"]
     if r.get("defer_embedding_wgrad"):
         fields["defer_embedding_wgrad"] = int(r["defer_embedding_wgrad"])
-    return replace(model, **_said(r, MODEL_FLAGS)), replace(plan, **fields)
+    packed = re.search(r"packed_doc_len (\d+)", r.get("notes", ""))  # an assumed length
+    if packed:
+        fields["packed_doc_len"] = int(packed[1])
+    return replace(model, **_said(r, MODEL_FLAGS)), replace(plan, **fields, **lora(r))
+
+
+def lora(r: dict[str, str]) -> dict[str, Any]:
+    """The plan's LoRA fields from a row's `lora` column ({} where it has none)."""
+    m = re.fullmatch(r"rank (\d+); targets ([\w,]+)(; a2a)?", (r.get("lora") or "").strip())
+    if not m:
+        return {}
+    return {"lora_rank": int(m[1]), "lora_targets": m[2], "lora_a2a": m[3] is not None}

@@ -115,6 +115,26 @@ COUNT = click.IntRange(min=1)
     "unpacked].",
 )
 @click.option(
+    "--lora-rank",
+    type=click.IntRange(min=0),
+    default=0,
+    help="LoRA fine-tuning: adapters of this rank on frozen base weights (no weight "
+    "gradients, gradient reduction or optimizer step for the base) [0: full-parameter].",
+)
+@click.option(
+    "--lora-targets",
+    default="",
+    help="With --lora-rank: the adapted linears, comma-separated from qkv, proj, fc1, fc2 "
+    "(Megatron-Core's linear_qkv, linear_proj, linear_fc1, linear_fc2) [all four: "
+    "Megatron-Bridge's and NeMo 2.0's default target_modules].",
+)
+@click.option(
+    "--lora-a2a",
+    is_flag=True,
+    help="With --lora-rank and sequence parallelism: the proj / fc2 adapters' outputs "
+    "exchanged by all-to-all, not all-gathered (NeMo a2a_experimental, MLPerf LORA_A2A=1).",
+)
+@click.option(
     "--fp8-param-gather",
     is_flag=True,
     help="With --precision fp8: FP8 linear weights, all-gathered in FP8 (Megatron-Core "
@@ -207,6 +227,9 @@ def estimate_command(
     tp_overlap: bool,
     fp8_param_gather: bool,
     packed_doc_len: int,
+    lora_rank: int,
+    lora_targets: str,
+    lora_a2a: bool,
     dispatcher: str,
     grouped_gemm: str,
     a2a_overlap: bool,
@@ -226,7 +249,8 @@ def estimate_command(
     """Estimate a training step from a model config, a parallel plan and hardware.
 
     Dense decoders and mixture-of-experts models (router, all-to-all token dispatch over
-    --ep ranks, grouped expert GEMMs, shared experts; docs/estimate.md)."""
+    --ep ranks, grouped expert GEMMs, shared experts; docs/estimate.md); full-parameter
+    training or LoRA fine-tuning (--lora-rank)."""
     from lumos.simulator.workload.plan import ParallelPlan
     from lumos.simulator.workload.spec import load_model
     from lumos.simulator.workload.step import estimate
@@ -257,6 +281,9 @@ def estimate_command(
         tp_comm_overlap=tp_overlap,
         fp8_param_gather=fp8_param_gather,
         packed_doc_len=packed_doc_len,
+        lora_rank=lora_rank,
+        lora_targets=lora_targets,
+        lora_a2a=lora_a2a,
         a2a_overlap=a2a_overlap,
         dispatcher=dispatcher,
         grouped_gemm=grouped_gemm,
@@ -289,8 +316,8 @@ def estimate_command(
 
 
 def _split_text(p: ParallelPlan) -> str:
-    """The plan's uneven pipeline split, FP8 parameters and sequence packing, as the header
-    shows them ('' for none)."""
+    """The plan's uneven pipeline split, FP8 parameters, sequence packing and LoRA, as the
+    header shows them ('' for none)."""
     parts = [f"layout {p.pp_layout}"] if p.pp_layout else []
     if p.first_stage_layers is not None or p.last_stage_layers is not None:
         first, last = p.first_stage_layers, p.last_stage_layers
@@ -301,6 +328,11 @@ def _split_text(p: ParallelPlan) -> str:
     parts += ["embedding in split"] * p.embedding_in_split + ["loss in split"] * p.loss_in_split
     parts += ["FP8 parameters"] * p.fp8_param_gather
     parts += [f"packed documents of {p.packed_doc_len} tokens"] * bool(p.packed_doc_len)
+    if p.lora_rank:
+        from lumos.simulator.workload.lora import targets
+
+        a2a = ", all-to-all" if p.lora_a2a else ""
+        parts.append(f"LoRA rank {p.lora_rank} on {','.join(targets(p.lora_targets))}{a2a}")
     return "".join(f", {x}" for x in parts)
 
 

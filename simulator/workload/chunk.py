@@ -226,7 +226,8 @@ def build_chunk(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Froz
         if ctx.plan.fsdp_under_pp:
             fsdp_pp.accumulate(blk, ctx, tag, lp)
     if key.embedding:
-        _embedding_bwd(blk, ctx)
+        if not ctx.plan.lora_rank:  # a frozen embedding takes no gradient (LoRA)
+            _embedding_bwd(blk, ctx)
         if ctx.plan.fsdp_under_pp:
             fsdp_pp.accumulate(blk, ctx, "embedding", emb_params)
         blk.mark("embedding", blk.last_compute)

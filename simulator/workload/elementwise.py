@@ -136,7 +136,7 @@ def weight_casts(blk: Block, ctx: Ctx, name: str) -> None:
 def bias_grad(blk: Block, ctx: Ctx, name: str, elements: int) -> None:
     """PyTorch autograd's bias gradient of a BF16 `nn.Linear` (`bias_sum`): the output
     gradient (`elements`) summed over the tokens, one read in its own kernel."""
-    if ctx.model.bias and ctx.fw.bias_sum and ctx.linear_dtype != "fp8":
+    if ctx.model.bias and ctx.fw.bias_sum and ctx.linear_dtype != "fp8" and not ctx.plan.lora_rank:
         blk.compute(f"{name}.bgrad", *ctx.mem(elements * BF16))
 
 

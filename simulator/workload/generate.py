@@ -27,7 +27,7 @@ from lumos.errors import ConfigError
 from lumos.simulator.costmodel.kernels import KernelModel
 from lumos.simulator.graph import RankGraph
 from lumos.simulator.network.api import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
-from lumos.simulator.workload import fp8_params, fsdp_pp
+from lumos.simulator.workload import fp8_params, fsdp_pp, lora
 from lumos.simulator.workload.assemble import Pieces
 from lumos.simulator.workload.block import (
     DP,
@@ -152,6 +152,13 @@ class Generator:
             out = _add_last(out, mtp)
         return out
 
+    def trained_params(self, v: int) -> list[int]:
+        """The trained weights per layer index of `chunk_params(v)`: all of them, or under
+        LoRA the adapters alone (`lora`; the frozen embedding and output layer none)."""
+        if not self.plan.lora_rank:
+            return self.chunk_params(v)
+        return [lora.layer_params(self.ctx)] * self.chunk_layers[v] or [0]
+
     def _mtp_params(self, embedding: int) -> int:
         """Local multi-token-prediction weights outside routed experts (`mtp`), plus the
         last stage's `embedding` copy they read (pipelined, untied)."""
@@ -166,7 +173,7 @@ class Generator:
         dp = self.plan.expert_dp if experts else self.plan.dp * self.plan.cp
         size = max(40_000_000, 1_000_000 * dp)
         out, acc = [], 0
-        params = self.expert_params(v) if experts else self.chunk_params(v)
+        params = self.expert_params(v) if experts else self.trained_params(v)
         if experts and not any(params):
             return []
         for i in reversed(range(len(params))):
@@ -248,7 +255,7 @@ class Generator:
             grads = held + grads
         reduces += [self._grad_reduce(pieces, end, p, e) for _, _, p, e in grads]
         shared = self.model.tied_embeddings or self.model.mtp_layers > 0
-        if shared and plan.pp > 1 and stage in (0, plan.pp - 1):
+        if shared and plan.pp > 1 and stage in (0, plan.pp - 1) and not plan.lora_rank:
             emb = Block(self.names)
             size = ctx.vocab * ctx.h * BF16
             emb.coll("embedding.grad_all_reduce", DP_STREAM, ALL_REDUCE, size, EMB, -1)
@@ -336,12 +343,12 @@ class Generator:
         for experts in (False, True):
             dp_size = self.plan.expert_dp if experts else self.plan.dp * self.plan.cp
             group, name = (EDP, "expert_param_all_gather") if experts else (DP, "param_all_gather")
-            params = self.expert_params(v) if experts else self.chunk_params(v)
+            params = self.expert_params(v) if experts else self.trained_params(v)
             sizes = fp8_params.gather_bytes(
                 self.buckets(v, experts),
                 params,
                 self._linear_params(v, experts),
-                self.plan.fp8_param_gather,
+                self.plan.fp8_param_gather and not self.plan.lora_rank,  # adapters: BF16
             )
             for nbytes in reversed(sizes):
                 blk = Block(self.names)
@@ -352,11 +359,11 @@ class Generator:
     def _optimizer(self, pieces: Pieces, stage: int, waits: list[int]) -> None:
         vs = [self.vstage(stage, ch) for ch in range(self.plan.vp)]
         dp, edp = (self.plan.dp * self.plan.cp, self.plan.expert_dp) if self.plan.zero else (1, 1)
-        total = sum(sum(self.chunk_params(v)) for v in vs)
+        total = sum(sum(self.trained_params(v)) for v in vs)
         experts = sum(sum(self.expert_params(v)) for v in vs)
         shard = total // dp + experts // edp
         nbytes = shard * OPTIMIZER_BYTES_PER_PARAM
-        if self.plan.fp8_param_gather:  # the FP32 main weights cast to FP8 (fp8_params)
+        if self.plan.fp8_param_gather and not self.plan.lora_rank:  # FP32 main -> FP8
             linear = sum(sum(self._linear_params(v, False)) for v in vs) // dp + experts // edp
             nbytes += linear * fp8_params.QUANTIZE_EXTRA_BYTES
         blk = Block(self.names)

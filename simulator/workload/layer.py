@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from lumos.simulator.network.api import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
 from lumos.simulator.workload import elementwise as ew
-from lumos.simulator.workload import fp8
+from lumos.simulator.workload import fp8, lora
 from lumos.simulator.workload.attention import attention_bwd, attention_fwd
 from lumos.simulator.workload.block import TP, TP_STREAM, Block
 from lumos.simulator.workload.dims import BF16, Ctx
@@ -203,9 +203,11 @@ def _mlp_forward(blk: Block, ctx: Ctx, tag: str, src: int) -> tuple[int, ...]:
     T, h = ctx.T, ctx.h
     ew.input_casts(blk, ctx, f"{tag}.fc1", T * h, 2 if ctx.model.gated else 1)
     gathered_gemm(blk, ctx, f"{tag}.fc1", (T, ctx.up_width, h), src, None)
+    lora.forward(blk, ctx, f"{tag}.fc1", "fc1")
     ew.activation(blk, ctx, f"{tag}.activation")
     _fc2_cast(blk, ctx, f"{tag}.fc2")
-    return _reduced_gemm(blk, ctx, f"{tag}.fc2", (T, h, ctx.ffn))
+    rs = _reduced_gemm(blk, ctx, f"{tag}.fc2", (T, h, ctx.ffn))
+    return (*rs, *lora.forward(blk, ctx, f"{tag}.fc2", "fc2"))
 
 
 def attn_forward(
@@ -223,18 +225,16 @@ def attn_forward(
     else:
         ew.input_casts(blk, ctx, f"{tag}.qkv", T * h, 3)
         gathered_gemm(blk, ctx, f"{tag}.qkv", (T, ctx.qkv_width, h), ln, None)
+        lora.forward(blk, ctx, f"{tag}.qkv", "qkv")
         ew.qk_norm(blk, ctx, f"{tag}.qk_norm")
         if ctx.model.position == "rope":
             ew.rope(blk, ctx, f"{tag}.rope")
         ew.repeat_kv(blk, ctx, f"{tag}.repeat_kv")
     attention_fwd(blk, ctx, tag, _window(ctx, index))
     _cast(blk, ctx, f"{tag}.proj", T * ctx.attn_out_width)
-    rs = _post_norm(
-        blk,
-        ctx,
-        f"{tag}.post_attn_norm",
-        _reduced_gemm(blk, ctx, f"{tag}.proj", (T, h, ctx.attn_out_width)),
-    )
+    rs = _reduced_gemm(blk, ctx, f"{tag}.proj", (T, h, ctx.attn_out_width))
+    rs = (*rs, *lora.forward(blk, ctx, f"{tag}.proj", "proj"))
+    rs = _post_norm(blk, ctx, f"{tag}.post_attn_norm", rs)
     blk.compute(f"{tag}.residual1", *ctx.mem(ctx.T_sp * h * BF16 * 3), waits=rs)
     return ew.norm(blk, ctx, f"{tag}.norm2")
 
@@ -272,15 +272,18 @@ def _mlp_recompute(blk: Block, ctx: Ctx, tag: str) -> None:
 
 
 def _row_backward(blk: Block, ctx: Ctx, name: str, n: int, k: int) -> None:
-    """Backward of a row-parallel linear (fwd M=T, N=n, K=k): gather dY, dgrad, wgrad."""
+    """Backward of a row-parallel linear (fwd M=T, N=n, K=k): its LoRA adapter's (`lora`),
+    gather dY, dgrad, wgrad (none for a frozen weight)."""
     T = ctx.T
+    lora.backward(blk, ctx, name, name.rsplit(".", 1)[-1])
     ub = ctx.sp and _userbuffers(ctx)  # dY cast on the shard and all-gathered in FP8
     fp8.grad_cast(blk, ctx, f"{name}.grad", T * n, gathered=ub)
     ew.bias_grad(blk, ctx, name, T * n)
     src = blk.last_compute
     gathered_gemm(blk, ctx, f"{name}.dgrad", (T, k, n), src, None, backward=True)
     transposes = T * k * _input_transposed(ctx, False) + T * n * ub
-    _wgrad(blk, ctx, name, (k, n, T), transposes=transposes)
+    if not ctx.plan.lora_rank:
+        _wgrad(blk, ctx, name, (k, n, T), transposes=transposes)
 
 
 def col_backward(
@@ -298,8 +301,11 @@ def col_backward(
     saved input (`gather` bytes a shard, default [T_sp, h]) while dgrad runs and reduces
     dgrad's output while wgrad runs; DTensor (torchtitan) saved the gathered input and
     reduces after both GEMMs (`framework`). dgrad also waits for `waits`. Without
-    `wgrad` (a deferred one, `deferred_wgrads`) neither the re-gather nor the wgrad runs."""
+    `wgrad` (a deferred one, `deferred_wgrads`; a frozen one under LoRA) neither the
+    re-gather nor the wgrad runs; a LoRA adapter's backward runs first (`lora`)."""
     T, t = ctx.T, ctx.plan.tp
+    wgrad = wgrad and not ctx.plan.lora_rank
+    adapter = lora.backward(blk, ctx, name, name.rsplit(".", 1)[-1]) if dtype is None else ()
     if dtype is None:  # a layer's linear (the output layer passes its dtype, no bias)
         fp8.grad_cast(blk, ctx, f"{name}.grad", T * n)
         ew.bias_grad(blk, ctx, name, T * n)
@@ -322,7 +328,7 @@ def col_backward(
     last = _wgrad(blk, ctx, name, (n, k, T), dtype, sms[1], (ag,), xt) if wgrad else dgrad
     if t > 1 and not overlap:
         red = (blk.coll(f"{name}.dgrad_reduce", TP_STREAM, kind, T * k * BF16, TP, last),)
-    return red
+    return (*red, *adapter)
 
 
 def layer_backward(

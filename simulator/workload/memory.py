@@ -187,6 +187,10 @@ def _moe_mlp_bytes(ctx: Ctx) -> float:
 def _dense_activation_bytes(ctx: Ctx) -> float:
     if ctx.plan.recompute is Recompute.FULL:
         return ctx.T_sp * ctx.h * BF16
+    if ctx.plan.lora_rank:  # frozen base linears keep no inputs of their own (`lora`)
+        from lumos.simulator.workload.lora import activation_bytes
+
+        return activation_bytes(ctx, _dropout(ctx) * 2 + _block_extras(ctx))
     x = ctx.T_sp * ctx.h * BF16
     if ctx.plan.recompute is Recompute.SELECTIVE and ctx.fw.selective_op:
         # torchtitan's "op" policy: the block input, the attention output and the outputs
@@ -252,10 +256,12 @@ def estimate_memory(
     stage_inflight: list[float],
     workspace_gb: float,
     stage_experts: list[int] | None = None,
+    stage_adapters: list[int] | None = None,
 ) -> MemoryEstimate:
     """Memory of the busiest stage; `stage_inflight[s]` = layers' activations alive at
     once on stage s (in-flight chunk passes x layers per chunk); `stage_experts[s]`: the
-    routed-expert weights of stage s on one rank (mixture of experts)."""
+    routed-expert weights of stage s on one rank (mixture of experts); `stage_adapters[s]`:
+    its LoRA adapters' weights, the only ones trained (`lora`)."""
     plan = ctx.plan
     dp = plan.dp * plan.cp
     best: MemoryEstimate | None = None
@@ -273,6 +279,13 @@ def estimate_memory(
             o = dense * 12 / dp + experts[stage] * 12 / plan.expert_dp
         if plan.step_zero == 3:
             w, g = w / dp + 2 * _gathered_unit(ctx) * BF16, g / dp
+        if stage_adapters is not None:  # LoRA: frozen weights, trained BF16 adapters
+            a = stage_adapters[stage]
+            w, g, o = (
+                w + a * BF16,
+                a * BF16 / (dp if plan.zero == 2 else 1),
+                a * 12 / (dp if plan.zero else 1),
+            )
         act = layers_alive * layer_activation_bytes(ctx) + _rematerialised(ctx)
         if stage == plan.pp - 1:  # the logits and their gradient, MTP heads' too
             act += (1 + ctx.model.mtp_layers) * ctx.T * ctx.vocab * _loss_bytes(ctx)

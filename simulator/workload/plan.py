@@ -50,6 +50,9 @@ micro-batches run at the pipeline flush, after the last stage's last backward (0
 weights, all-gathered in FP8 (`fp8_params`). `packed_doc_len` (0: none) is sequence
 packing (NeMo's `packed_sequence` for SFT): documents of that length-weighted mean length
 concatenated into each sequence, attention within each (`attention.band`).
+`lora_rank` (0: full-parameter training) trains LoRA adapters of that rank beside the
+`lora_targets` linears (comma-separated `qkv,proj,fc1,fc2`; '': all four, Megatron-Bridge's
+default) on frozen base weights; `lora_a2a` is NeMo's `a2a_experimental` (`lora`).
 """
 
 from __future__ import annotations
@@ -130,6 +133,9 @@ class ParallelPlan:
     attention_kernel: str = ""
     fp8_param_gather: bool = False
     packed_doc_len: int = 0
+    lora_rank: int = 0
+    lora_targets: str = ""
+    lora_a2a: bool = False
 
     @property
     def selective_modules(self) -> frozenset[str]:
@@ -266,6 +272,9 @@ class ParallelPlan:
                 "plan: packed_doc_len must be >= 0 (0: unpacked) and is modelled with flash "
                 "attention without context parallelism"
             )
+        from lumos.simulator.workload.lora import check as check_lora
+
+        check_lora(self, model)
         if self.fsdp_under_pp and self.fsdp_unit != "layer":
             raise ConfigError("plan: zero 3 with pipeline parallelism needs fsdp_unit 'layer'")
         self._check_experts(model)

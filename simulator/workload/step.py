@@ -100,13 +100,18 @@ def model_flops_per_step(model: ModelSpec, plan: ParallelPlan) -> float:
     32x the attention it does (MFU 1.42). A mixture of experts counts its
     active parameters (router, top_k routed experts, shared experts), as Megatron-Bridge's
     and DeepSeek's MFU figures do; with multi-token prediction its layers and output heads
-    too (Megatron-LM counts them)."""
+    too (Megatron-LM counts them). LoRA: no weight gradient of a frozen weight
+    (`lora.model_flops`: 4 x frozen + 6 x adapter parameters)."""
     tokens = plan.gbs * plan.seq
     width = model.attention_width  # heads x head_dim; MLA: the mean of its QK and V widths
     params = model.params(active=True) + model.mtp_params(active=True)
     windowed = sum(model.is_window_layer(i) for i in range(model.layers))
     keys = (model.layers + model.mtp_layers - windowed) * plan.seq
     keys += windowed * min(plan.seq, model.window)
+    if plan.lora_rank:
+        from lumos.simulator.workload.lora import model_flops
+
+        return model_flops(model, plan, tokens, 12.0 * width * keys)
     return tokens * (6.0 * params + 12.0 * width * keys)
 
 
@@ -227,6 +232,7 @@ def estimate(
             *ASSUMPTIONS,
             _straggler_assumption(mean, km.physics, plan.world),
             *_zero3_assumption(plan),
+            *_lora_assumption(spec, plan),
             *([MOE_ASSUMPTION, MOE_ACCURACY] if spec.moe else []),
             *filter(None, [lenient_note(plan, spec.layers)]),
         ],
@@ -284,6 +290,23 @@ def _straggler_assumption(given: KernelPhysics, job: KernelPhysics, gpus: int) -
     )
 
 
+def _lora_assumption(model: ModelSpec, plan: ParallelPlan) -> list[str]:
+    """What a LoRA plan prices (`lora`), naming its rank, targets and trained weights."""
+    if not plan.lora_rank:
+        return []
+    from lumos.simulator.workload import lora
+
+    chosen = ",".join(lora.targets(plan.lora_targets))
+    n = lora.model_params(model, plan.lora_rank, plan.lora_targets)
+    return [
+        f"LoRA fine-tuning as NeMo / Megatron-Bridge run it: rank {plan.lora_rank} adapters "
+        f"on {chosen} ({n / 1e6:.1f}M trained weights, BF16 GEMMs), base weights frozen (no "
+        "weight-gradient GEMMs, gradient reduction or optimizer step for them; data "
+        "gradients kept); MFU counts 4 x frozen + 6 x adapter parameters a token"
+        + (", adapter outputs exchanged by all-to-all (lora_a2a)" if plan.lora_a2a else "")
+    ]
+
+
 def _zero3_assumption(plan: ParallelPlan) -> list[str]:
     if plan.zero == 2:
         return [
@@ -332,10 +355,11 @@ def plan_memory(gen: Generator) -> MemoryEstimate:
     milliseconds: the sweep sizes every plan with it before deciding to simulate.
     """
     plan = gen.plan
-    params, alive, experts = [], [], []
+    params, alive, experts, trained = [], [], [], []
     for stage in range(plan.pp):
         vs = [gen.vstage(stage, c) for c in range(plan.vp)]
         params.append(sum(sum(gen.chunk_params(v)) for v in vs))
+        trained.append(sum(sum(gen.trained_params(v)) for v in vs))
         experts.append(sum(sum(gen.expert_params(v)) for v in vs))
         per_chunk = [float(gen.chunk_layers[v]) for v in vs]
         if stage == plan.pp - 1:  # the multi-token-prediction layers sit in the last chunk
@@ -345,4 +369,6 @@ def plan_memory(gen: Generator) -> MemoryEstimate:
             alive.append(in_flight(order, per_chunk))
         else:  # the mean chunk (kept as it was for the even split's figures)
             alive.append(in_flight(order) * sum(per_chunk) / len(vs))
-    return estimate_memory(gen.ctx, params, alive, gen.ctx.km.physics.workspace_gb, experts)
+    workspace = gen.ctx.km.physics.workspace_gb
+    lora = trained if plan.lora_rank else None
+    return estimate_memory(gen.ctx, params, alive, workspace, experts, lora)
