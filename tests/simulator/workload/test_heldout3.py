@@ -29,12 +29,15 @@ def _rows() -> list[dict[str, str]]:
 
 
 def test_every_heldout3_row_parses_or_says_why() -> None:
-    """41 rows: 34 parse (their TP/PP/DP/CP, batch and sequence as the row states them, on
-    the H100 system); the 7 that do not are the recorded-only ones (MaxText on more than
-    one Google Cloud A3 VM: no system config for its network; NeMo LoRA fine-tuning), each
-    skipped with the row's own reason. No row id repeats one of the earlier files."""
+    """41 rows: 37 parse (their TP/PP/DP/CP, batch and sequence as the row states them, on
+    the H100 system; the three NeMo LoRA rows since `lora_rank`); the 4 that do not are the
+    recorded-only ones (MaxText on more than one Google Cloud A3 VM: no system config for
+    its network), each skipped with the row's own reason. No row id repeats one of the
+    earlier files."""
     parsed = parse_all("HELDOUT3", 41, ("HELDOUT", "MOE", "HELDOUT2", "TITAN"))
-    assert sum(isinstance(v, str) for v in parsed.values()) == 7
+    assert sum(isinstance(v, str) for v in parsed.values()) == 4
+    lora = [v for k, v in parsed.items() if "LoRA" in k]
+    assert len(lora) == 3 and all(not isinstance(v, str) and v.plan.lora_rank == 8 for v in lora)
     check_launch_columns("HELDOUT3", parsed)
 
 

@@ -41,12 +41,16 @@ def _rows() -> dict[str, dict[str, str]]:
 
 
 def test_every_heldout5_row_parses_or_says_why() -> None:
-    """21 rows: 20 parse (their TP/PP/DP/CP, batch and sequence as the row states them, on
-    the system their `hwconfig` names, else the H100's); the LoRA fine-tuning row is
-    recorded only, skipped with its own reason. No row id repeats one of the earlier files."""
-    parsed = parse_all("HELDOUT5", 21, EARLIER)
+    """22 rows, all parse (their TP/PP/DP/CP, batch and sequence as the row states them, on
+    the system their `hwconfig` names, else the H100's); the two LoRA fine-tuning rows
+    (Cisco's, recorded only until `lora_rank`, and NVIDIA's v4.0 one added with it) take
+    their `lora` column. No row id repeats one of the earlier files."""
+    parsed = parse_all("HELDOUT5", 22, EARLIER)
     skipped = {k for k, v in parsed.items() if isinstance(v, str)}
-    assert skipped == {"MLP51-CISCO-L2-70B-LORA-64"}
+    assert skipped == set()
+    for row_id in ("MLP51-CISCO-L2-70B-LORA-64", "MLP40-NV-L2-70B-LORA-1024"):
+        plan = parsed[row_id].plan  # type: ignore[union-attr]
+        assert (plan.lora_rank, plan.lora_targets, plan.lora_a2a) == (16, "qkv,proj", True)
     check_launch_columns("HELDOUT5", parsed)
 
 
