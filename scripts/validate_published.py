@@ -9,7 +9,8 @@ rows (`scripts/data/heldout_h100.csv`, `--heldout`), the held-out mixture-of-exp
 (`scripts/data/heldout2_h100.csv`, `--heldout2`; `heldout3_h100.csv`, `--heldout3`) and the
 held-out torchtitan rows (`scripts/data/heldout_titan_h100.csv`, `--titan`), the fourth set
 (`heldout4_h100.csv`, `--heldout4`, `heldout4_rows.py`) and the fifth (`heldout5_h100.csv`,
-`--heldout5`: MLPerf Training logs, read with the fourth set's launch-script columns); see
+`--heldout5`: MLPerf Training logs, read with the fourth set's launch-script columns) and the
+hybrid Mamba-2 set (`hybrid_h100.csv`, `--hybrid`: Nemotron-H on DGX Cloud); see
 `scripts/data/README.md`. A row's
 `hwconfig` column, where it has one, names the shipped system it ran on (or a system YAML
 in `scripts/data/`).
@@ -41,7 +42,7 @@ uneven pipeline split its config states (`PIPELINE_SPLITS`); a MoE model with no
 column says "no", or whose model lumos refuses, is listed as skipped with the reason.
 Nothing here is fitted.
 
-    python scripts/validate_published.py [--heldout | --moe | --heldout2 | --heldout3 | --heldout4 | --heldout5
+    python scripts/validate_published.py [--heldout | --moe | --heldout2 | --heldout3 | --heldout4 | --heldout5 | --hybrid
         | --titan | --csv PATH]
         [--only ROW_ID ...]
         [--markdown] [--json OUT] [--baseline EARLIER.json] [--unstated-recompute none|auto]
@@ -79,7 +80,10 @@ SETS = {"moe": MOE, "heldout2": HELDOUT2, "heldout3": HELDOUT3, "titan": TITAN, 
 HELDOUT4 = heldout4_rows.CSV  # the fourth held-out set (`--heldout4`, heldout4_rows.py)
 #: the fifth held-out set (`--heldout5`): MLPerf Training logs, the fourth set's columns
 HELDOUT5 = Path(__file__).resolve().parent / "data" / "heldout5_h100.csv"
-SETS = {"heldout5": HELDOUT5, "heldout4": HELDOUT4} | SETS
+#: the hybrid Mamba-2 set (`--hybrid`): Nemotron-H rows, the fifth set's columns, the model
+#: the built-in their `model_spec` names (`_model`)
+HYBRID = Path(__file__).resolve().parent / "data" / "hybrid_h100.csv"
+SETS = {"hybrid": HYBRID, "heldout5": HELDOUT5, "heldout4": HELDOUT4} | SETS
 #: frameworks whose runs predate fused attention and overlapped gradient reduction
 LEGACY = ("Megatron-LM", "DeepSpeed")
 #: the built-in model of a mixture-of-experts row's model name, where normalising the names
@@ -191,7 +195,10 @@ def _published(r: dict[str, str]) -> tuple[float, str] | None:
 
 
 def _model(r: dict[str, str]) -> ModelSpec:
-    """The row's model; explicit architecture columns win over the name heuristic."""
+    """The row's model; explicit architecture columns win over the name heuristic. A hybrid
+    row's is the built-in its `model_spec` names, at the row's sequence length."""
+    if r.get("arch") == "hybrid":
+        return replace(load_model(r["model_spec"]), seq=int(r["seq_len"]))
     gpt = "GPT" in r["model"] and "Nemotron" not in r["model"]
     data: dict[str, object] = {
         "layers": int(r["layers"]),

@@ -43,6 +43,7 @@ from lumos.simulator.workload.block import (
 from lumos.simulator.workload.chunk import ChunkKey, build_chunk, deferred_wgrads
 from lumos.simulator.workload.cp_torch import CP_NEXT, CP_PREV
 from lumos.simulator.workload.dims import BF16, Ctx
+from lumos.simulator.workload.hybrid_spec import kind_params
 from lumos.simulator.workload.layout import Coords, Layout
 from lumos.simulator.workload.plan import ParallelPlan, Recompute
 from lumos.simulator.workload.schedule import Step, stage_order, units
@@ -125,6 +126,8 @@ class Generator:
         """Weights of layer `index` on one TP rank outside its routed experts."""
         if self.model.is_moe_layer(index):
             return self.ctx.local_params(self.model.moe_dense_params())
+        if self.model.pattern:  # a hybrid's layers differ by kind (`hybrid_spec`)
+            return self.ctx.local_params(kind_params(self.model, self.model.pattern[index]))
         return self.ctx.layer_params_local()
 
     def expert_params(self, v: int) -> list[int]:

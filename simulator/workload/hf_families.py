@@ -6,7 +6,8 @@ modeling code: whether the MLP is gated, which norm, which linears have biases, 
 positions are encoded, whether the output layer reuses the embedding. `FAMILIES` holds
 those traits per `model_type`, read from transformers' `modeling_<type>.py` and the
 defaults of its `<Type>Config`; `REFUSED` names the model types whose block lumos cannot
-price (state-space or recurrent layers, parallel attention and MLP, ALiBi, encoders), with
+price (state-space or recurrent layers other than a hybrid pattern's, parallel attention and
+MLP, ALiBi, encoders), with
 what they are, so that such a config is refused for its architecture before any of its
 keys is looked at.
 
@@ -87,6 +88,11 @@ FAMILIES: dict[str, Family] = {
     "gpt_neox": Family(False, "layernorm", bias=(True, True), act="gelu"),
     "falcon": Family(False, "layernorm", tied=True, act="gelu"),
     "nemotron": Family(False, "layernorm", act="relu2"),
+    # Nemotron-H: Mamba-2, attention and MLP layers by `hybrid_override_pattern`
+    # (`hybrid_spec`), RMSNorm, squared-ReLU MLP, attention without position embeddings
+    # (NemotronHAttention applies no rotary; Megatron-Bridge's NemotronHBridge sets
+    # `position_embedding_type="none"`), untied
+    "nemotron_h": Family(False, "rmsnorm", position="none", act="relu2"),
     # StarCoder2: LayerNorm, GeLU c_fc / c_proj, every linear biased (`use_bias`), the
     # output layer tied by default (Starcoder2Config)
     "starcoder2": Family(False, "layernorm", bias=(True, True), tied=True, act="gelu"),
@@ -115,7 +121,6 @@ REFUSED: dict[str, str] = {
     "falcon_h1": f"{_SSM} beside attention in every layer (Falcon-H1)",
     "zamba": f"{_SSM} with a shared attention block (Zamba)",
     "zamba2": f"{_SSM} with shared attention blocks (Zamba2)",
-    "nemotron_h": f"{_SSM} interleaved with attention (Nemotron-H)",
     "rwkv": "recurrent (RWKV) time-mixing layers instead of attention",
     "rwkv5": "recurrent (RWKV-5) time-mixing layers instead of attention",
     "rwkv6": "recurrent (RWKV-6) time-mixing layers instead of attention",

@@ -54,7 +54,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
 }
 #: names that choose mlp / norm / bias / position / tied embeddings (resolved below)
 DERIVED = (
-    "hidden_act", "activation_function", "activation", "hidden_activation", "swiglu",
+    "hidden_act", "activation_function", "activation", "hidden_activation", "mlp_hidden_act",
+    "swiglu",
     "squared_relu", "use_bias",
     "gated_linear_unit", "normalization", "rms_norm_eps", "layer_norm_eps",
     "layer_norm_epsilon", "layernorm_epsilon", "norm_eps", "norm_epsilon",
@@ -135,7 +136,13 @@ _ACTIVATION = {
     "relu": "relu",
 }
 #: names that give the activation, and the activations whose name says the MLP is gated
-_ACT_NAMES = ("hidden_act", "activation_function", "activation", "hidden_activation")
+_ACT_NAMES = (
+    "hidden_act",
+    "activation_function",
+    "activation",
+    "hidden_activation",
+    "mlp_hidden_act",
+)
 _GATED_NAMES = ("swiglu", "fast-swiglu", "geglu", "fast-geglu")
 LUMOS_ONLY = ("mlp", "norm", "tied_embeddings", "position", "bias", "dropout", "name")
 

@@ -21,7 +21,7 @@ from lumos.simulator.workload import fp8, lora
 from lumos.simulator.workload.attention import attention_bwd, attention_fwd
 from lumos.simulator.workload.block import TP, TP_STREAM, Block
 from lumos.simulator.workload.dims import BF16, Ctx
-from lumos.simulator.workload.userbuffers import LLAMA3_70B, UbConfig, gemm_key, ub_config
+from lumos.simulator.workload.userbuffers import LLAMA3_70B, UbConfig, gemm_key, ub_config, ub_kind
 
 
 def _chunks(ctx: Ctx, backward: bool = False) -> int:
@@ -107,7 +107,7 @@ def _reduced_gemm(
         return (blk.coll(f"{name}.all_reduce", TP_STREAM, ALL_REDUCE, full, TP, g),)
     c, sms = _chunks(ctx), None
     if _userbuffers(ctx):
-        ub, kind = _ub(ctx), name.rsplit(".", 1)[-1]
+        ub, kind = _ub(ctx), ub_kind(name)
         held, c = ub.reduce[kind]
         c = c or ctx.plan.tp  # a ring-exchange reduce-scatter: one chunk per TP rank
         sms = ctx.km.physics.sm_count - held
@@ -177,7 +177,12 @@ def layer_forward(
     blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...] = (), index: int = -1
 ) -> int:
     """Append layer `index`'s forward (-1: a dense layer); its first kernel waits for
-    `waits`. Returns the last node. A mixture-of-experts layer's MLP is `moe`'s."""
+    `waits`. Returns the last node. A mixture-of-experts layer's MLP is `moe`'s, a hybrid
+    model's layers `hybrid`'s."""
+    if ctx.model.pattern:
+        from lumos.simulator.workload.hybrid import hybrid_forward
+
+        return hybrid_forward(blk, ctx, tag, waits, index)
     ln2 = attn_forward(blk, ctx, tag, waits, index)
     if index >= 0 and ctx.model.is_moe_layer(index):
         from lumos.simulator.workload.moe import moe_forward
@@ -316,7 +321,7 @@ def col_backward(
         size = _gather_bytes(ctx, gather or ctx.act_bytes, dtype)
         ag = blk.coll(f"{name}.input_all_gather", TP_STREAM, ALL_GATHER, size, TP, start)
     sms: tuple[int | None, int | None] = (None, None)
-    held = _ub(ctx).bulk.get(name.rsplit(".", 1)[-1]) if _userbuffers(ctx) else None
+    held = _ub(ctx).bulk.get(ub_kind(name)) if _userbuffers(ctx) else None
     if held:  # the bulk communication kernels share the SMs with the GEMM they overlap
         sms = (ctx.km.physics.sm_count - held[0], ctx.km.physics.sm_count - held[1])
     dgrad = blk.compute(f"{name}.dgrad", *ctx.gemm(T, k, n, dtype, sms=sms[0]), waits=waits)
@@ -336,6 +341,10 @@ def layer_backward(
 ) -> int:
     """Append layer `index`'s backward (recomputed forward first under full recompute, the
     unsaved ops under torchtitan's selective "op" policy)."""
+    if ctx.model.pattern:
+        from lumos.simulator.workload.hybrid import hybrid_backward
+
+        return hybrid_backward(blk, ctx, tag, waits, index)
     h = ctx.h
     if ctx.plan.recompute.value == "full":
         layer_forward(blk, ctx, f"{tag}.recompute", waits, index)

@@ -105,7 +105,11 @@ class MemoryEstimate:
 
 def layer_activation_bytes(ctx: Ctx) -> float:
     """Bytes one layer keeps for its backward, per micro-batch, on one rank (the mean
-    over the model's layers when some are mixture-of-experts layers)."""
+    over the model's layers when some are mixture-of-experts layers or a hybrid's kinds)."""
+    if ctx.model.pattern:  # a hybrid: the mean over its layer kinds
+        from lumos.simulator.workload.hybrid_memory import hybrid_activation_bytes
+
+        return hybrid_activation_bytes(ctx)
     dense = _dense_activation_bytes(ctx)
     moe = ctx.model.moe_layers
     if not moe or ctx.plan.recompute is Recompute.FULL:

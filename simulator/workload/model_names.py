@@ -8,7 +8,8 @@ the second by rules that never change the architecture: case, the hub's organisa
 shape), the hyphen in `llama-3.1` / `nemotron-4`, and a few hub names listed in `_RELEASES` (the
 `-v0.1` of the first Mistral/Mixtral releases: a later release with another vocabulary,
 `mistral-7b-v0.3`, stays unknown). A name no rule
-maps is unknown, with the closest built-ins offered.
+maps is unknown, with the closest built-ins offered. A file given instead of a name is
+named by `file_name`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Collection
+from pathlib import Path
 
 #: hub tags of fine-tunes and format conversions, which keep the base model's shape
 _TAGS = re.compile(r"-(hf|base|instruct|chat)(?=-|$)")
@@ -28,6 +30,8 @@ _RELEASES = {
     "mistral-nemo-2407": "mistral-nemo-12b",
     "llama4-scout-17b-16e": "llama4-scout",
     "llama4-maverick-17b-128e": "llama4-maverick",
+    # Nemotron-H's hub names end in their context length (`Nemotron-H-56B-Base-8K`)
+    **{f"nemotron-h-{size}-8k": f"nemotron-h-{size}" for size in ("8b", "47b", "56b")},
 }
 
 
@@ -58,3 +62,19 @@ def builtin_key(text: str, builtins: Collection[str]) -> str | None:
 def closest(text: str, builtins: Collection[str], n: int = 3) -> list[str]:
     """Up to `n` built-ins spelled most like `text` (after `builtin_key`'s rewriting)."""
     return difflib.get_close_matches(_spellings(text)[-1], sorted(builtins), n=n, cutoff=0.6)
+
+
+def path_exists(path: Path) -> bool:
+    """Whether something is at `path` (False for a name the OS refuses, e.g. too long)."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
+
+
+def file_name(path: Path) -> str:
+    """A spec's default name: its file's stem, or for `…/Llama-3.1-8B/config.json` (a
+    Hugging Face download) its folder's name."""
+    if path.stem == "config" and path.resolve().parent.name:
+        return path.resolve().parent.name
+    return path.stem

@@ -48,7 +48,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "shared_experts": ("shared_experts", "n_shared_experts", "num_shared_experts"),
     "moe_every": ("moe_every", "moe_layer_freq", "decoder_sparse_step"),
     "first_dense": ("first_dense", "first_k_dense_replace"),
-    "head_size": ("head_dim", "kv_channels", "head_size"),
+    "head_size": ("head_dim", "kv_channels", "head_size", "attention_head_dim"),
     "window": ("window", "sliding_window", "sliding_window_size"),
     "window_every": ("window_every",),
     "chunk": ("chunk", "attention_chunk_size"),

@@ -4,7 +4,8 @@ replicates them); CP cuts the sequence into 2 x cp load-balanced chunks; the int
 schedule needs a pipeline to interleave (Megatron-Core's `initialize_model_parallel`
 refuses virtual stages without pipeline parallelism); a model with chunked attention
 (`ModelSpec.chunk`) is priced as full causal attention, which it equals only up to one
-chunk. The plan's other rules (batch, ZeRO, experts, recipes) stay in `plan`."""
+chunk; a hybrid Mamba-2 model (`_check_hybrid`) splits its Mamba heads and groups over TP.
+The plan's other rules (batch, ZeRO, experts, recipes) stay in `plan`."""
 
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ class _Plan(Protocol):
     def vp(self) -> int: ...
     @property
     def seq(self) -> int: ...
+    @property
+    def zero(self) -> int: ...
+    @property
+    def framework(self) -> str: ...
 
 
 def check_shape(plan: _Plan, model: ModelSpec) -> None:
@@ -53,4 +58,24 @@ def check_shape(plan: _Plan, model: ModelSpec) -> None:
             f"plan: vp {plan.vp} needs pp > 1 (the interleaved schedule splits each pipeline "
             "stage into virtual stages; Megatron-Core's initialize_model_parallel refuses it "
             "without pipeline parallelism)"
+        )
+    _check_hybrid(plan, model)
+
+
+def _check_hybrid(plan: _Plan, model: ModelSpec) -> None:
+    """A hybrid's Mamba layers as Megatron-Core's `MambaMixer` splits them: TP divides the
+    Mamba heads and groups (its asserts). Modelled on the megatron framework only, without
+    context parallelism (Megatron's all-to-all of the Mamba heads, `MambaContextParallel`)
+    or ZeRO-3 (per-layer gathers of layers that differ by kind)."""
+    if not model.pattern:
+        return
+    m = model.mamba
+    if m is not None and (m.heads % plan.tp or m.groups % plan.tp):
+        raise ConfigError(
+            f"plan: tp {plan.tp} must divide the {m.heads} Mamba heads and {m.groups} groups"
+        )
+    if plan.cp > 1 or plan.zero == 3 or plan.framework != "megatron":
+        raise ConfigError(
+            "plan: a hybrid Mamba-2 model is modelled on the megatron framework without "
+            "context parallelism or ZeRO-3"
         )

@@ -16,7 +16,8 @@ reads heads x `v_head`. Multi-token prediction (`mtp_layers` > 0; DeepSeek-V3, M
 `mtp_num_layers`) adds per MTP layer an embedding of the shifted tokens (shared weights), two
 norms, a [2·hidden → hidden] projection, one more transformer layer and a final norm before
 the shared output layer; `params` leaves them out (as DeepSeek's 671B / 37B do),
-`mtp_params` counts them.
+`mtp_params` counts them. A hybrid Mamba-2 / Transformer model (Nemotron-H; `pattern`, parsed
+by `hybrid_spec`) is a string of Mamba-2, attention and MLP layers, `mamba` its mixer's shape.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from typing import Any
 from lumos.errors import ConfigError
 from lumos.hwconfigs.fields import REQUIRED, fields, flag, read_json, read_yaml
 from lumos.limits import MAX_LAYERS
-from lumos.simulator.workload.model_names import builtin_key, closest
+from lumos.simulator.workload.hybrid_spec import MambaDims, hybrid_layers_params
+from lumos.simulator.workload.model_names import builtin_key, closest, file_name, path_exists
 
 BUILTIN = Path(__file__).with_name("models.yaml")
 
@@ -65,7 +67,8 @@ class ModelSpec:
     every layer but each `global_every`-th, Gemma 3's pattern, instead of every
     `window_every`-th), `post_norms` (an RMSNorm on the attention and on the MLP output
     before each residual add, Gemma 2 / 3), `qk_norm` (an RMSNorm over each query and key
-    head, Qwen3, Gemma 3), `logit_softcap` (the logits soft-capped, Gemma 2)."""
+    head, Qwen3, Gemma 3), `logit_softcap` (the logits soft-capped, Gemma 2). `pattern`: a
+    hybrid's layer kinds, one a layer, `mamba` its Mamba-2 mixer (`hybrid_spec`; "": none)."""
 
     name: str
     layers: int
@@ -101,6 +104,8 @@ class ModelSpec:
     qk_rope: int = 0
     v_head: int = 0
     mtp_layers: int = 0
+    pattern: str = ""
+    mamba: MambaDims | None = None
 
     @property
     def head_dim(self) -> int:
@@ -249,6 +254,7 @@ class ModelSpec:
         final_norm = self.hidden * (2 if self.norm is Norm.LAYERNORM else 1)
         moe = self.moe_layers
         layers = (self.layers - moe) * self.layer_params() + moe * self.moe_layer_params(active)
+        layers = hybrid_layers_params(self) if self.pattern else layers
         return layers + self.embedding_params() + final_norm
 
 
@@ -270,8 +276,8 @@ def _choice(enum: type[Enum]) -> Any:
 
 
 def _position(value: Any, where: str) -> str:
-    if value not in ("rope", "learned"):
-        raise ConfigError(f"{where} must be rope or learned, got {value!r}")
+    if value not in ("rope", "learned", "none"):  # none: Nemotron-H's attention (NoPE)
+        raise ConfigError(f"{where} must be rope, learned or none, got {value!r}")
     return str(value)
 
 
@@ -308,14 +314,15 @@ def model_from_dict(data: dict[str, Any], where: str, name: str = "") -> ModelSp
     (dense names: `hf_spec`; mixture-of-experts and attention-shape keys: `moe_spec`).
     Raises ConfigError naming `where`, also for an architecture lumos does not model
     (`hf_spec.UNMODELLED`, `moe_spec.UNMODELLED`)."""
-    from lumos.simulator.workload import moe_spec
+    from lumos.simulator.workload import hybrid_spec, moe_spec
     from lumos.simulator.workload.hf_spec import lumos_keys
 
     moe_names = (*(n for names in moe_spec.ALIASES.values() for n in names), *moe_spec.UNMODELLED)
-    data = lumos_keys(data, where, moe_names)
+    data = lumos_keys(data, where, (*moe_names, *hybrid_spec.NAMES))
+    data, hybrid = hybrid_spec.hybrid_fields(data, where)
     data, moe = moe_spec.moe_fields(data, where)
     values = fields(data, _TABLE, where)
-    values |= moe
+    values |= moe | hybrid
     values["name"] = values["name"] or name
     MAX_LAYERS.check(values["layers"] + values["mtp_layers"], f"{where}: layers (decoder + MTP)")
     values["kv_heads"] = values["kv_heads"] or values["heads"]
@@ -334,7 +341,9 @@ def model_from_dict(data: dict[str, Any], where: str, name: str = "") -> ModelSp
             f"{where}: hidden ({values['hidden']}) must divide by heads ({values['heads']}) "
             f"and heads by kv_heads ({values['kv_heads']})"
         )
-    return ModelSpec(**values)
+    spec = ModelSpec(**values)
+    hybrid_spec.check_hybrid(spec, where)
+    return spec
 
 
 def builtin_models() -> list[str]:
@@ -353,11 +362,11 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
     """
     text = str(name_or_path)
     path = Path(text)
-    if _exists(path) and path.is_dir() and (path / "config.json").is_file():
+    if path_exists(path) and path.is_dir() and (path / "config.json").is_file():
         path = path / "config.json"
         text, name_or_path = str(path), path
     table = read_yaml(BUILTIN)
-    is_file = isinstance(name_or_path, Path) or _exists(path)
+    is_file = isinstance(name_or_path, Path) or path_exists(path)
     key = None if is_file else builtin_key(text, table)
     if key is None and (
         isinstance(name_or_path, Path)
@@ -366,7 +375,7 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
         or is_file
     ):
         reader = read_json if path.suffix.lower() == ".json" else read_yaml
-        return model_from_dict(reader(path, "model spec"), str(path), _file_name(path))
+        return model_from_dict(reader(path, "model spec"), str(path), file_name(path))
     if key is None:
         near = closest(text, table)
         hint = f"did you mean {' or '.join(map(repr, near))}? " if near else ""
@@ -375,19 +384,3 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
             "or give a model spec YAML or a config.json"
         )
     return model_from_dict(table[key], f"{BUILTIN.name}: {key}", key)
-
-
-def _exists(path: Path) -> bool:
-    """Whether something is at `path` (False for a name the OS refuses, e.g. too long)."""
-    try:
-        return path.exists()
-    except OSError:
-        return False
-
-
-def _file_name(path: Path) -> str:
-    """A spec's default name: its file's stem, or for `…/Llama-3.1-8B/config.json` (a
-    Hugging Face download) its folder's name."""
-    if path.stem == "config" and path.resolve().parent.name:
-        return path.resolve().parent.name
-    return path.stem

@@ -25,6 +25,7 @@ from lumos.simulator.costmodel.stragglers import slowest_gpu
 from lumos.simulator.workload.autorecompute import AutoRecompute, choose_recompute
 from lumos.simulator.workload.breakdown import Breakdown
 from lumos.simulator.workload.generate import GeneratedStep, Generator
+from lumos.simulator.workload.hybrid_spec import hybrid_flops_per_sequence
 from lumos.simulator.workload.memory import MemoryEstimate, estimate_memory
 from lumos.simulator.workload.periodic import periodic_timing, sample_counts, simulate_step
 from lumos.simulator.workload.pipesplit import lenient_note, uneven
@@ -101,7 +102,10 @@ def model_flops_per_step(model: ModelSpec, plan: ParallelPlan) -> float:
     active parameters (router, top_k routed experts, shared experts), as Megatron-Bridge's
     and DeepSeek's MFU figures do; with multi-token prediction its layers and output heads
     too (Megatron-LM counts them). LoRA: no weight gradient of a frozen weight
-    (`lora.model_flops`: 4 x frozen + 6 x adapter parameters)."""
+    (`lora.model_flops`: 4 x frozen + 6 x adapter parameters). A hybrid Mamba-2 model
+    counts as NVIDIA does for Nemotron-H (`hybrid_spec.hybrid_flops_per_sequence`)."""
+    if model.pattern:
+        return plan.gbs * hybrid_flops_per_sequence(model, plan.seq)
     tokens = plan.gbs * plan.seq
     width = model.attention_width  # heads x head_dim; MLA: the mean of its QK and V widths
     params = model.params(active=True) + model.mtp_params(active=True)

@@ -116,10 +116,22 @@ def ub_config(hidden: int, tp: int, fp8: bool, name: str = "") -> UbConfig:
     return NEMO_H100.get((hidden, tp, fp8), TE_DEFAULT)
 
 
+#: GEMMs that run on another GEMM's userbuffers (Megatron-Core's `tp_comm_buffer_name`): the
+#: Mamba mixer's in_proj on the MLP's "fc1" buffers, its out_proj on "fc2"
+#: (megatron/core/ssm/mamba_mixer.py, `MambaMixer.__init__`)
+BUFFER_OF = {"in_proj": "fc1", "out_proj": "fc2"}
+
+
+def ub_kind(name: str) -> str:
+    """The userbuffers a GEMM node uses: "<layer>.fc2" → "fc2", "<layer>.out_proj" → "fc2"."""
+    kind = name.rsplit(".", 1)[-1]
+    return BUFFER_OF.get(kind, kind)
+
+
 def gemm_key(name: str) -> str:
     """A ring-exchange GEMM's name in the configs: "<layer>.qkv" → "qkv.fprop",
     "<layer>.proj.dgrad" → "proj.dgrad"."""
     parts = name.split(".")
     if parts[-1] == "dgrad" and len(parts) > 1:
-        return f"{parts[-2]}.dgrad"
-    return f"{parts[-1]}.fprop"
+        return f"{ub_kind('.'.join(parts[:-1]))}.dgrad"
+    return f"{ub_kind(name)}.fprop"
