@@ -32,6 +32,16 @@ class _Plan(Protocol):
     def zero(self) -> int: ...
     @property
     def framework(self) -> str: ...
+    @property
+    def first_stage_layers(self) -> int | None: ...
+    @property
+    def last_stage_layers(self) -> int | None: ...
+    @property
+    def embedding_in_split(self) -> bool: ...
+    @property
+    def loss_in_split(self) -> bool: ...
+    @property
+    def pp_layout(self) -> str: ...
 
 
 def check_shape(plan: _Plan, model: ModelSpec) -> None:
@@ -64,15 +74,26 @@ def check_shape(plan: _Plan, model: ModelSpec) -> None:
 
 def _check_hybrid(plan: _Plan, model: ModelSpec) -> None:
     """A hybrid's Mamba layers as Megatron-Core's `MambaMixer` splits them: TP divides the
-    Mamba heads and groups (its asserts). Modelled on the megatron framework only, without
-    context parallelism (Megatron's all-to-all of the Mamba heads, `MambaContextParallel`)
-    or ZeRO-3 (per-layer gathers of layers that differ by kind)."""
+    Mamba heads and groups (its asserts); its pipeline as `MambaStack` places layers:
+    `num_layers // pp` a stage, no virtual stages (megatron/core/ssm/mamba_block.py
+    `_select_layers_for_pipeline_parallel` asserts so), no uneven split. Modelled on the
+    megatron framework only, without context parallelism (Megatron's all-to-all of the
+    Mamba heads, `MambaContextParallel`) or ZeRO-3 (per-layer gathers of layers that differ
+    by kind)."""
     if not model.pattern:
         return
     m = model.mamba
     if m is not None and (m.heads % plan.tp or m.groups % plan.tp):
         raise ConfigError(
             f"plan: tp {plan.tp} must divide the {m.heads} Mamba heads and {m.groups} groups"
+        )
+    uneven = plan.first_stage_layers is not None or plan.last_stage_layers is not None
+    uneven = uneven or plan.embedding_in_split or plan.loss_in_split or bool(plan.pp_layout)
+    if plan.vp > 1 or uneven or model.layers % plan.pp:
+        raise ConfigError(
+            f"plan: Megatron-Core splits a hybrid model's {model.layers} layers evenly over "
+            f"pp {plan.pp} stages, without virtual stages (mamba_block.py): give a pp that "
+            "divides them, vp 1 and no uneven split"
         )
     if plan.cp > 1 or plan.zero == 3 or plan.framework != "megatron":
         raise ConfigError(

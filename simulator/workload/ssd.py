@@ -19,11 +19,12 @@ FLOPs per kernel are the matmuls' (2 per multiply-add; the intra-chunk products 
 half the Q x Q square, except C·B^T and its gradient products, computed whole), bytes what
 each kernel reads and writes in HBM (BF16 activations, FP32 dt / decay / states / C·B^T).
 Each kernel takes max(FLOPs at the tensor peak x the file's fused-attention forward
-efficiency, bytes at the memory-bound rate) plus the per-kernel overhead: the SSD kernels
-are chunk-local matmul loops like a flash-attention forward (Dao & Gu 2024, "Transformers
-are SSMs", §6-7); that efficiency is the kernel file's attention number, not measured for
-SSD. At Nemotron-H's shapes (P 64, N 128-256, Q 128) the FP32 states make most kernels
-memory-bound: the rate that matters is the HBM one.
+efficiency, bytes at `SSD_HBM_FRACTION` of the GPU's HBM bandwidth) plus the per-kernel
+overhead: the SSD kernels are chunk-local matmul loops like a flash-attention forward (Dao &
+Gu 2024, "Transformers are SSMs", §6-7; that efficiency is the kernel file's attention
+number, not measured for SSD). At Nemotron-H's shapes (P 64, N 128-256, Q 128) the FP32
+states make most kernels memory-bound: the rate that matters is the HBM one, and the chunk
+kernels reach less of it than a streaming element-wise kernel (`SSD_HBM_FRACTION`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,16 @@ from lumos.simulator.workload.dims import BF16, Ctx
 from lumos.simulator.workload.hybrid_spec import MambaDims
 
 FP32 = 4
+#: fraction of peak HBM bandwidth a chunked-scan kernel moves its bytes at: TileLang's
+#: Mamba-2 `chunk_scan_fwd` benchmark on an H800 SXM (3.35 TB/s HBM3, the H100's memory),
+#: batch 8, 80 heads of 64, 1 group, d_state 128, chunk 256, seq 8192: 1.278 ms
+#: (tile-ai/tilelang benchmark/mamba2/README.md @ 8a5eb569); the kernel reads x, C, C·B^T,
+#: the BF16 chunk states, dt and the decay and writes the output, 1.80 GB by this module's
+#: count (`ScanShape`) → 1.41 TB/s, 0.42 of 3.35. Its FLOPs at the attention rate would take
+#: 0.4 ms: the kernel is bandwidth-bound, below half the peak. TileLang's kernel, which its authors measure
+#: against mamba_ssm's Triton one, not the Triton kernels Megatron-Core runs: an upper bound
+#: on their speed. Applied to every SSD kernel, forward and backward (no other measured)
+SSD_HBM_FRACTION = 0.42
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +127,7 @@ def backward_kernels(z: ScanShape) -> list[tuple[float, float]]:
     output and dout; writes dz and the ungated dout), dstates (C x dout), the states'
     backward passing, dx (C·B^T x dout causal, B x dstates), dB (x x dstates), dC (dout x
     states), d(C·B^T) (dout x x, causal), its two products with B and C, the decay
-    gradient (causal)."""
+    gradient (causal), the dt / A / dt_bias gradients."""
     state, intra, cb = z.flops()
     return [
         *_recomputed(z),
@@ -127,8 +138,10 @@ def backward_kernels(z: ScanShape) -> list[tuple[float, float]]:
         (state, z.x + z.states + z.bc + 2 * z.dt),
         (state, z.states / 2 + z.x + z.bc + z.dt),
         (intra, 2 * z.x + z.cb),
-        (2 * cb, 2 * (z.cb + 2 * z.bc)),
+        (cb, z.cb + 2 * z.bc),
+        (cb, z.cb + 2 * z.bc),
         (intra, 2 * z.x + z.cb + z.dt),
+        (0.0, 3 * z.dt),
     ]
 
 
@@ -137,7 +150,8 @@ def scan_cost(ctx: Ctx, kernels: list[tuple[float, float]]) -> tuple[float, floa
     its HBM traffic, plus its launch overhead (module doc)."""
     km = ctx.km
     rate = km.tensor_peak_flops_per_ns("bf16") * km.physics.attention_fwd_efficiency
-    ns = sum(max(f / rate, km.memory_ns(b, overhead=False)) for f, b in kernels)
+    bandwidth = km.gpu.hbm_bandwidth_gbps * SSD_HBM_FRACTION  # bytes per ns
+    ns = sum(max(f / rate, b / bandwidth) for f, b in kernels)
     ns += len(kernels) * km.physics.kernel_overhead_ns
     return ns, sum(f for f, _ in kernels), sum(b for _, b in kernels)
 
