@@ -31,6 +31,14 @@ from lumos.simulator.workload.layer import (
 )
 from lumos.simulator.workload.mamba import mamba_backward, mamba_forward
 
+#: what a hybrid model's estimate assumes, and how it has done (docs/estimate.md, "Hybrid
+#: Mamba-2 / Transformer models")
+HYBRID_ASSUMPTION = (
+    "hybrid Mamba-2 layers as Megatron-Core's MambaMixer trains them (mamba_ssm's fused conv "
+    "and SSD scan, the scan's kernels bandwidth-bound at 0.42 of peak HBM, a TileLang kernel's "
+    "measured rate); accuracy: 13-17 % too fast against DGX Cloud's Nemotron-H 56B H100 runs"
+)
+
 
 def _kind(ctx: Ctx, index: int) -> str:
     return ctx.model.pattern[index]

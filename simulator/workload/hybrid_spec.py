@@ -133,9 +133,7 @@ def hybrid_fields(data: dict[str, Any], where: str) -> tuple[dict[str, Any], dic
             f"{where}: the hybrid pattern holds {what}, which lumos does not model "
             "(M Mamba-2, * attention, - MLP)"
         )
-    layers = next(
-        (rest[n] for n in ("layers", "num_hidden_layers", "num_layers") if n in rest), None
-    )
+    layers = rest.get("layers")  # hf_spec has renamed num_hidden_layers / num_layers
     if layers is None:
         rest["layers"] = len(pattern)
     elif layers != len(pattern):
@@ -152,8 +150,7 @@ def _mamba(dims: dict[str, Any], rest: dict[str, Any], where: str) -> MambaDims:
     values = _DEFAULTS | values
     heads = values.get("mamba_heads")
     if heads is None:  # d_inner = expand x hidden
-        hidden = next((rest[n] for n in ("hidden", "hidden_size") if n in rest), None)
-        hidden = _count(hidden, f"{where}: hidden")
+        hidden = _count(rest.get("hidden"), f"{where}: hidden")
         heads = values["expand"] * hidden // values["mamba_head_dim"]
     if heads % values["mamba_groups"]:
         raise ConfigError(

@@ -25,6 +25,7 @@ from lumos.simulator.costmodel.stragglers import slowest_gpu
 from lumos.simulator.workload.autorecompute import AutoRecompute, choose_recompute
 from lumos.simulator.workload.breakdown import Breakdown
 from lumos.simulator.workload.generate import GeneratedStep, Generator
+from lumos.simulator.workload.hybrid import HYBRID_ASSUMPTION
 from lumos.simulator.workload.hybrid_spec import hybrid_flops_per_sequence
 from lumos.simulator.workload.memory import MemoryEstimate, estimate_memory
 from lumos.simulator.workload.periodic import periodic_timing, sample_counts, simulate_step
@@ -238,6 +239,7 @@ def estimate(
             *_zero3_assumption(plan),
             *_lora_assumption(spec, plan),
             *([MOE_ASSUMPTION, MOE_ACCURACY] if spec.moe else []),
+            *([HYBRID_ASSUMPTION] if spec.pattern else []),
             *filter(None, [lenient_note(plan, spec.layers)]),
         ],
         stats={**timing.stats, "wall_s": round(time.perf_counter() - t0, 3)},

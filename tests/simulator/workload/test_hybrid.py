@@ -270,7 +270,8 @@ def test_mamba_gemms_use_the_mlps_userbuffers() -> None:
 
 def test_cli_estimates_a_nemotron_h_config_json(tmp_path: object) -> None:
     """`lumos estimate --model <Nemotron-H config.json> --json`: the envelope the schema
-    allows, the file's name, a positive step and NVIDIA's FLOP count in the MFU."""
+    allows, the file's name, a positive step, the hybrid's assumption line and NVIDIA's
+    FLOP count in the MFU."""
     args = ["estimate", "--model", str(CONFIGS / "Nemotron-H-8B-Base-8K.json"), "--tp", "2"]
     args += ["--dp", "4", "--gbs", "16", "--seq", "4096", "--hw", "h100", "--json"]
     result = CliRunner().invoke(cli, args)
@@ -280,6 +281,7 @@ def test_cli_estimates_a_nemotron_h_config_json(tmp_path: object) -> None:
     jsonschema.validate(doc["result"], schemas.load("estimate"))
     res = doc["result"]
     assert res["model"] == "Nemotron-H-8B-Base-8K" and res["iteration_time_s"] > 0
+    assert any(a.startswith("hybrid Mamba-2 layers") for a in res["assumptions"])
     spec = load_model(CONFIGS / "Nemotron-H-8B-Base-8K.json")
     flops = 16 * hybrid_flops_per_sequence(spec, 4096)
     tflops = flops / res["iteration_time_s"] / 8 / 1e12
