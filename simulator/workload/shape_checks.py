@@ -42,6 +42,8 @@ class _Plan(Protocol):
     def loss_in_split(self) -> bool: ...
     @property
     def pp_layout(self) -> str: ...
+    @property
+    def lora_rank(self) -> int: ...
 
 
 def check_shape(plan: _Plan, model: ModelSpec) -> None:
@@ -78,8 +80,8 @@ def _check_hybrid(plan: _Plan, model: ModelSpec) -> None:
     `num_layers // pp` a stage, no virtual stages (megatron/core/ssm/mamba_block.py
     `_select_layers_for_pipeline_parallel` asserts so), no uneven split. Modelled on the
     megatron framework only, without context parallelism (Megatron's all-to-all of the
-    Mamba heads, `MambaContextParallel`) or ZeRO-3 (per-layer gathers of layers that differ
-    by kind)."""
+    Mamba heads, `MambaContextParallel`), ZeRO-3 (per-layer gathers of layers that differ
+    by kind) or LoRA (adapters on the Mamba projections are not priced)."""
     if not model.pattern:
         return
     m = model.mamba
@@ -95,8 +97,8 @@ def _check_hybrid(plan: _Plan, model: ModelSpec) -> None:
             f"pp {plan.pp} stages, without virtual stages (mamba_block.py): give a pp that "
             "divides them, vp 1 and no uneven split"
         )
-    if plan.cp > 1 or plan.zero == 3 or plan.framework != "megatron":
+    if plan.cp > 1 or plan.zero == 3 or plan.framework != "megatron" or plan.lora_rank:
         raise ConfigError(
             "plan: a hybrid Mamba-2 model is modelled on the megatron framework without "
-            "context parallelism or ZeRO-3"
+            "context parallelism, ZeRO-3 or LoRA"
         )

@@ -244,6 +244,7 @@ def test_unmodelled_hybrids_are_refused(extra: dict[str, object], match: str) ->
     ("plan", "match"),
     [
         ({"cp": 2}, "without context parallelism"),
+        ({"lora_rank": 16}, "ZeRO-3 or LoRA"),
         ({"tp": 4}, "must divide the 8 Mamba heads and 2 groups"),
         ({"pp": 2, "vp": 2}, "without virtual stages"),
         ({"pp": 2}, "give a pp that divides them"),
