@@ -82,6 +82,9 @@ class RankSummary:
     graph_launches: dict[str, int] = field(default_factory=dict)
     #: NCCL kernels read as a batch of P2P ops (`p2p_batch`): `batches`, their `ops`.
     p2p_batches: dict[str, int] = field(default_factory=dict)
+    #: GPU ops of the step whose launch call is not in the trace (`orphan_ops`): `gpu_ops`
+    #: kept, and how many of them had no CPU task before them to stand in for the launch.
+    orphans: dict[str, int] = field(default_factory=dict)
     #: every ProfilerStep of the Kineto trace (`steps.StepInfo`) and why `step` was chosen.
     steps: tuple[StepInfo, ...] = ()
     step_chosen_by: str = ""
@@ -104,6 +107,7 @@ class RankSummary:
             "syncs": self.syncs,
             "graph_launches": self.graph_launches,
             "p2p_batches": self.p2p_batches,
+            "gpu_ops_without_launch": self.orphans,
             "step_chosen_by": self.step_chosen_by,
             "notes": self.notes,
             "steps": [
@@ -391,4 +395,5 @@ def _summary(
         syncs=dict(table.counts.get("syncs", {})),
         graph_launches=dict(table.counts.get("graphs", {})),
         p2p_batches=dict(table.counts.get("p2p_batches", {})),
+        orphans=dict(table.counts.get("orphans", {})),
     )

@@ -20,6 +20,7 @@ from lumos.converters.pytorch.comm_tasks import HOST_SEND_OPS, CommContext, anno
 from lumos.converters.pytorch.flatten import Segments, flatten_thread, sends_first, thread_order
 from lumos.converters.pytorch.graph_launch import add_graph_edges
 from lumos.converters.pytorch.kineto import Kind, KinetoTrace
+from lumos.converters.pytorch.orphan_ops import orphan_rows, stand_in_launches
 from lumos.converters.pytorch.steps import StepWindow, step_name_mask
 from lumos.converters.pytorch.stream_index import StreamIndex
 from lumos.converters.pytorch.sync_edges import add_sync_edges
@@ -95,7 +96,7 @@ def build_tasks(
     is_launch = (kind[ev] == Kind.RUNTIME) & (trace.corr[ev] >= 0)
     launches = cpu[is_launch]
     launch_of = dict(zip(trace.corr[ev[launches]].tolist(), launches.tolist(), strict=True))
-    streams, launch_ts = _gpu_tasks(trace, table, launch_of, segs.chain)
+    streams, launch_ts = _gpu_tasks(trace, table, launch_of, segs.chain, window)
     index = StreamIndex(streams, launch_ts)
     table.counts["graphs"] = add_graph_edges(table, index)
     table.counts["syncs"] = add_sync_edges(trace, table, len(cpu), index, launch_of)
@@ -121,24 +122,45 @@ def _gpu_tasks(
     table: TaskTable,
     launch_of: dict[int, int],
     chains: dict[int, tuple[int, ...]],
+    window: StepWindow,
 ) -> tuple[dict[int, list[int]], dict[int, int]]:
-    """GPU tasks for kernels whose launch is in the step.
+    """GPU tasks for kernels whose launch is in the step, and for the step's kernels whose
+    launch the trace lacks (`orphan_ops`: each depends on a stand-in CPU task instead).
 
     Returns stream → its tasks in order (streams in order of first appearance) and each
-    GPU task's launch time.
+    GPU task's launch time (an orphan's: its stand-in's end).
     """
     gpu = np.flatnonzero(trace.kind == Kind.GPU)
     corr = trace.corr[gpu].tolist()
     launch = np.array([launch_of.get(c, -1) for c in corr], np.int64)
     gpu, launch = gpu[launch >= 0], launch[launch >= 0]
+    n_cpu = len(table)
+    cpu_end = table.start + table.dur
+    orphans = orphan_rows(trace, window, gpu)
+    stand_in = stand_in_launches(
+        table.name, table.start, cpu_end, trace.name[orphans], trace.ts[orphans]
+    )
+    table.counts["orphans"] = {
+        "gpu_ops": len(orphans),
+        "without_stand_in": int((stand_in < 0).sum()),
+    }
+    launch_ts = np.r_[
+        table.start[launch],
+        np.where(stand_in >= 0, cpu_end[np.maximum(stand_in, 0)], trace.ts[orphans]),
+    ]
+    gpu = np.r_[gpu, orphans].astype(np.int64)
+    anchor = np.r_[np.full(len(launch), -1, np.int64), stand_in]
+    launch = np.r_[launch, np.full(len(orphans), -1, np.int64)].astype(np.int64)
     gpu_file = gpu
     comm = _name_flags(trace, is_comm_kernel)[trace.name[gpu]]
     stream = trace.tid[gpu]
-    launch_ts = table.start[launch]
     order = np.lexsort((np.arange(len(gpu)), launch_ts, trace.ts[gpu], stream))
-    gpu, launch, comm, stream, launch_ts = (
-        a[order] for a in (gpu, launch, comm, stream, launch_ts)
+    gpu, launch, comm, stream, launch_ts, anchor = (
+        a[order] for a in (gpu, launch, comm, stream, launch_ts, anchor)
     )
+    for k in np.flatnonzero(launch < 0).tolist():  # an orphan was launched with its stream's
+        if k and stream[k - 1] == stream[k]:  # previous op, for the searches by launch time
+            launch_ts[k] = launch_ts[k - 1]
     base = len(table)
     tasks = table.append(
         kind=np.where(comm, TaskKind.COLL, TaskKind.GPU),
@@ -148,12 +170,15 @@ def _gpu_tasks(
         stream=stream,
         device=trace.pid[gpu],
         ev=gpu,
-        host=np.where(comm, table.host[launch], -1),
+        host=np.where(comm & (launch >= 0), table.host[np.maximum(launch, 0)], -1),
         data1=launch,
         ctrl=np.where(_chain_prev(stream) >= 0, _chain_prev(stream) + base, -1),
     )
     for task in tasks[comm].tolist():
         table.attrs_of(task)["_enclosing"] = chains.get(int(table.data1[task]), ())
+    for task, dep in zip(tasks[anchor >= 0].tolist(), anchor[anchor >= 0].tolist(), strict=True):
+        if dep < n_cpu:
+            table.add_data(task, dep)
     file_stream = trace.tid[gpu_file]
     _, first = np.unique(file_stream, return_index=True)
     streams: dict[int, list[int]] = {int(s): [] for s in file_stream[np.sort(first)].tolist()}

@@ -139,6 +139,11 @@ def convert_cmd(
                 f"  batched P2P: {batches['batches']} SendRecv kernel(s) split into "
                 f"{batches.get('ops', 0)} send/recv nodes"
             )
+        if summary.orphans.get("gpu_ops"):
+            click.echo(
+                f"  {summary.orphans['gpu_ops']} GPU op(s) without their launch call in the "
+                "trace, kept on their streams (launched after the CPU task before each)"
+            )
         if summary.unknown_comm:
             click.echo(
                 f"  {summary.unknown_comm} comm op(s) of unknown type (written as all-reduce)"

@@ -1,0 +1,67 @@
+"""GPU ops whose launch call the Kineto trace does not have.
+
+Kineto pairs each GPU op with the runtime call that launched it by `correlation`. Some
+ops have no such call in the trace: Triton's kernels before Kineto recorded driver-API
+launches (`cuLaunchKernel`, pytorch/kineto#752), launch APIs a trace version leaves out
+(HTA's critical path saw the same "orphaned" kernels, HolisticTraceAnalysis#271), and
+records CUPTI dropped when its buffers filled (pytorch/pytorch#192021). Such an op still
+ran on its stream and held the ops queued behind it, so it is kept: an op of the step's
+devices that started inside the step (before the step's last launched op started, which
+covers the GPU running behind the CPU) and whose correlation matches no runtime call.
+Its stand-in launch is the step's last CPU task of the kernel's own name that ended by
+the op's start (Inductor wraps each Triton launch in a record function named after the
+kernel), else the CPU task, on any thread of the process, that ended last at or before
+the op started: replay enqueues it then, behind its stream, with its recorded dispatch
+delay, never earlier than a launch could have been.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lumos.converters.pytorch.kineto import Kind, KinetoTrace
+from lumos.converters.pytorch.steps import StepWindow
+
+
+def orphan_rows(trace: KinetoTrace, window: StepWindow, linked: np.ndarray) -> np.ndarray:
+    """Kineto rows of the step's GPU ops whose launch call is not in the trace.
+
+    `linked` are the rows of the GPU ops whose launch is in the step; an orphan is on one
+    of their devices and starts from the step's start to the last of their starts (or
+    the step's end, if later). None without linked ops: nothing says which device or
+    process the step ran on.
+    """
+    if not len(linked):
+        return np.zeros(0, np.int64)
+    kind, corr = trace.kind, trace.corr
+    calls = corr[(kind == Kind.RUNTIME) & (corr >= 0)]
+    gpu = np.flatnonzero(kind == Kind.GPU)
+    gpu = gpu[~np.isin(corr[gpu], calls)]
+    hi = max(window.end, int(trace.ts[linked].max()))
+    ts = trace.ts[gpu]
+    keep = (ts >= window.start) & (ts < hi) & np.isin(trace.pid[gpu], trace.pid[linked])
+    return gpu[keep]
+
+
+def stand_in_launches(
+    cpu_name: np.ndarray,
+    cpu_start: np.ndarray,
+    cpu_end: np.ndarray,
+    op_name: np.ndarray,
+    op_start: np.ndarray,
+) -> np.ndarray:
+    """Per orphan op: the CPU task (index into the `cpu_*` columns) of the op's name that
+    ended last by the op's start, else the task of any name that did (the later start on
+    a tie), or -1 when none had. Names are ids into one table."""
+    out = np.full(len(op_start), -1, np.int64)
+    if not len(cpu_end) or not len(op_start):
+        return out
+    order = np.lexsort((cpu_start, cpu_end))
+    k = np.searchsorted(cpu_end[order], op_start, side="right") - 1
+    out = np.where(k >= 0, order[np.maximum(k, 0)], -1).astype(np.int64)
+    named = np.isin(cpu_name, op_name)
+    for i in np.flatnonzero(np.isin(op_name, cpu_name[named])).tolist():
+        mine = np.flatnonzero(named & (cpu_name == op_name[i]) & (cpu_end <= op_start[i]))
+        if len(mine):
+            out[i] = mine[np.lexsort((cpu_start[mine], cpu_end[mine]))[-1]]
+    return out

@@ -1,0 +1,74 @@
+"""GPU ops whose launch call is not in the Kineto trace: Triton kernels launched through
+`cuLaunchKernel` before Kineto recorded driver calls (pytorch/kineto#752), records CUPTI
+dropped (pytorch/pytorch#192021). The op keeps its `correlation`, but no runtime call has
+it. It ran on its stream and held the ops behind it, so it is kept, with the CPU task
+that ended last before it as stand-in launch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lumos.converters.chakra.attrs import attrs_dict
+from lumos.converters.chakra.stream import read_et
+from lumos.converters.pytorch.convert import convert
+from lumos.simulator.report.compare import compare
+from lumos.simulator.report.measured import read_measured
+from lumos.simulator.run import simulate
+from tests.converters.pytorch.kineto_snippet import Snippet
+
+
+def _step_with_orphans() -> Snippet:
+    """A GEMM, a 200 µs Triton kernel whose `cuLaunchKernel` is missing, and an add queued
+    behind it; the loop syncs on the stream. A kernel of the previous step without launch
+    (GPU time before the step) stays out."""
+    k = Snippet()
+    k.gpu_op("triton_prev_step", 88888, 7, 990.0, 5.0)
+    k.step(1, 1000.0, 400.0)
+    k.op("aten::mm", 1005.0, 10.0)
+    k.launch("gemm", 1007.0, stream=7, start=1015.0, dur=100.0)  # ends 1115
+    k.op("triton_poi_fused_add_0", 1016.0, 3.0)  # its launch record is lost
+    k.gpu_op("triton_poi_fused_add_0", 99999, 7, 1117.0, 200.0)  # ends 1317
+    k.op("aten::add", 1020.0, 10.0)
+    k.launch("add_kernel", 1022.0, stream=7, start=1319.0, dur=20.0)  # ends 1339
+    k.runtime("cudaStreamSynchronize", 1030.0, 311.0)  # returns 1341
+    k.op("aten::zero_", 1350.0, 5.0)
+    return k
+
+
+def test_kernel_without_launch_holds_its_stream(tmp_path: Path) -> None:
+    """Dropped, the Triton kernel let the add run 200 µs early and the sync return with
+    it: the step replayed −48.50 %. Kept behind the GEMM, 0.00 %; the summary counts it."""
+    result = convert([_step_with_orphans().write(tmp_path / "r0.json.gz")], tmp_path, prefix="t")
+    summary = result.ranks[0]
+    assert summary.orphans == {"gpu_ops": 1, "without_stand_in": 0}
+    assert summary.to_json()["gpu_ops_without_launch"]["gpu_ops"] == 1
+    _, nodes = read_et(summary.path)
+    by_id = {n.id: n for n in nodes}
+    gpu = [n for n in nodes if attrs_dict(n).get("stream") == 7]
+    assert [n.name for n in gpu] == ["gemm", "triton_poi_fused_add_0", "add_kernel"]
+    orphan = gpu[1]
+    assert [by_id[d].name for d in orphan.ctrl_deps] == ["gemm"]
+    assert [by_id[d].name for d in orphan.data_deps] == ["triton_poi_fused_add_0"]  # CPU op
+    sync = next(n for n in nodes if n.name == "cudaStreamSynchronize")
+    assert [by_id[d].name for d in sync.data_deps] == ["add_kernel"]
+    row = compare(simulate(tmp_path / "t"), read_measured(tmp_path / "t")).ranks[0]
+    assert row.error_pct is not None and abs(row.error_pct) < 0.005
+
+
+def test_idle_stream_kernel_without_launch_starts_after_its_stand_in(tmp_path: Path) -> None:
+    """On an idle stream the lost launch's kernel cannot start before the CPU task that
+    preceded it: a short GEMM, 30 µs of CPU work, then a 150 µs kernel without launch
+    record and a device sync. Replay starts it at that task's end + its recorded dispatch
+    delay (at most 10 µs), not 10 µs after the GEMM: the sync returns as recorded."""
+    k = Snippet()
+    k.step(1, 1000.0, 300.0)
+    k.op("aten::mm", 1005.0, 30.0)  # ends 1035
+    k.launch("gemm", 1007.0, stream=7, start=1015.0, dur=10.0)  # ends 1025
+    k.op("aten::relu", 1036.0, 3.0)  # ends 1039
+    k.gpu_op("triton_red_fused_0", 77777, 7, 1043.0, 150.0)  # ends 1193
+    k.runtime("cudaDeviceSynchronize", 1045.0, 150.0)  # returns 1195
+    k.op("aten::zero_", 1200.0, 5.0)
+    result = convert([k.write(tmp_path / "r0.json.gz")], tmp_path, prefix="t")
+    assert result.ranks[0].orphans["gpu_ops"] == 1
+    row = compare(simulate(tmp_path / "t"), read_measured(tmp_path / "t")).ranks[0]
+    assert row.error_pct is not None and abs(row.error_pct) < 0.005
