@@ -59,7 +59,9 @@ def test_idle_stream_kernel_without_launch_starts_after_its_stand_in(tmp_path: P
     """On an idle stream the lost launch's kernel cannot start before the CPU task that
     preceded it: a short GEMM, 30 µs of CPU work, then a 150 µs kernel without launch
     record and a device sync. Replay starts it at that task's end + its recorded dispatch
-    delay (at most 10 µs), not 10 µs after the GEMM: the sync returns as recorded."""
+    delay (at most 10 µs), not 10 µs after the GEMM (8 µs early): the sync returns as
+    recorded. Dropped, it left the sync's 148 µs wait as CPU time (0.00 % in replay, but
+    no kernel to wait for once durations change); now the sync waits for it."""
     k = Snippet()
     k.step(1, 1000.0, 300.0)
     k.op("aten::mm", 1005.0, 30.0)  # ends 1035
@@ -70,5 +72,10 @@ def test_idle_stream_kernel_without_launch_starts_after_its_stand_in(tmp_path: P
     k.op("aten::zero_", 1200.0, 5.0)
     result = convert([k.write(tmp_path / "r0.json.gz")], tmp_path, prefix="t")
     assert result.ranks[0].orphans["gpu_ops"] == 1
+    _, nodes = read_et(result.ranks[0].path)
+    by_id = {n.id: n for n in nodes}
+    sync = next(n for n in nodes if n.name == "cudaDeviceSynchronize")
+    assert "triton_red_fused_0" in [by_id[d].name for d in sync.data_deps]
+    assert attrs_dict(sync)["sync_wait_ns"] == 148_000
     row = compare(simulate(tmp_path / "t"), read_measured(tmp_path / "t")).ranks[0]
     assert row.error_pct is not None and abs(row.error_pct) < 0.005
