@@ -68,7 +68,16 @@ DTYPE_BYTES: dict[str, int] = {
     "int8": 1,
 }
 
+#: NCCL kernel names across versions: `ncclKernel_AllReduce_RING_LL_Sum_float` (2.7-2.18),
+#: `ncclDevKernel_AllGather_RING_LL`, `ncclDevKernel_SendRecv` (2.19+), and before 2.7 the
+#: collective first: `ncclAllReduceRingLLKernel_sum_f32(ncclColl)`,
+#: `ncclBroadcastTreeLL128Kernel_copy_i8` (NVIDIA/nccl src/collectives/device, v2.4-2.6:
+#: the kernel is named `nccl<Coll><Algo><Proto>Kernel_<op>_<type>`).
 _NCCL_KERNEL = re.compile(r"^(?:void )?nccl(?:Dev)?Kernel_([A-Za-z]+)")
+_NCCL_KERNEL_OLD = re.compile(
+    r"^(?:void )?nccl(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|Send|Recv)"
+    r"(?:Ring|Tree|CollNet[A-Za-z]*)?(?:LL128|LL)?Kernel_"
+)
 
 
 def norm(name: str) -> str:
@@ -78,7 +87,10 @@ def norm(name: str) -> str:
 
 
 def is_comm_kernel(name: str) -> bool:
-    return name.startswith(("ncclKernel", "ncclDevKernel", "void ncclKernel", "rccl"))
+    """An NCCL / RCCL kernel, of any NCCL version's naming."""
+    if name.startswith(("ncclKernel", "ncclDevKernel", "rccl")):
+        return True
+    return bool(_NCCL_KERNEL.match(name) or _NCCL_KERNEL_OLD.match(name))
 
 
 def is_gloo_op(name: str) -> bool:
@@ -95,7 +107,7 @@ def kind_of(name: str) -> int | str | None:
 
 def kernel_kind(name: str) -> int | str | None:
     """The type an NCCL kernel name implies (SendRecv: unknown without context)."""
-    match = _NCCL_KERNEL.match(name)
+    match = _NCCL_KERNEL.match(name) or _NCCL_KERNEL_OLD.match(name)
     if not match:
         return None
     word = match.group(1).lower()
