@@ -82,9 +82,9 @@ class RankSummary:
     graph_launches: dict[str, int] = field(default_factory=dict)
     #: NCCL kernels read as a batch of P2P ops (`p2p_batch`): `batches`, their `ops`.
     p2p_batches: dict[str, int] = field(default_factory=dict)
-    #: GPU ops of the step whose launch call is not in the trace (`orphan_ops`): `gpu_ops`
-    #: kept, and how many of them had no CPU task before them to stand in for the launch.
-    orphans: dict[str, int] = field(default_factory=dict)
+    #: GPU op records the trace got wrong: `without_launch` (kept, `orphan_ops`), of them
+    #: `without_stand_in` (no CPU task before them), `duplicates` (dropped, `duplicate_ops`).
+    gpu_records: dict[str, int] = field(default_factory=dict)
     #: every ProfilerStep of the Kineto trace (`steps.StepInfo`) and why `step` was chosen.
     steps: tuple[StepInfo, ...] = ()
     step_chosen_by: str = ""
@@ -107,7 +107,7 @@ class RankSummary:
             "syncs": self.syncs,
             "graph_launches": self.graph_launches,
             "p2p_batches": self.p2p_batches,
-            "gpu_ops_without_launch": self.orphans,
+            "gpu_records": self.gpu_records,
             "step_chosen_by": self.step_chosen_by,
             "notes": self.notes,
             "steps": [
@@ -395,5 +395,5 @@ def _summary(
         syncs=dict(table.counts.get("syncs", {})),
         graph_launches=dict(table.counts.get("graphs", {})),
         p2p_batches=dict(table.counts.get("p2p_batches", {})),
-        orphans=dict(table.counts.get("orphans", {})),
+        gpu_records=dict(table.counts.get("gpu_records", {})),
     )

@@ -18,6 +18,7 @@ import numpy as np
 from lumos.converters.pytorch.comm import SEND, is_comm_kernel, is_gloo_op, kind_of
 from lumos.converters.pytorch.comm_tasks import HOST_SEND_OPS, CommContext, annotate_comm
 from lumos.converters.pytorch.flatten import Segments, flatten_thread, sends_first, thread_order
+from lumos.converters.pytorch.duplicate_ops import first_records
 from lumos.converters.pytorch.graph_launch import add_graph_edges
 from lumos.converters.pytorch.kineto import Kind, KinetoTrace
 from lumos.converters.pytorch.orphan_ops import orphan_rows, stand_in_launches
@@ -140,10 +141,6 @@ def _gpu_tasks(
     stand_in = stand_in_launches(
         table.name, table.start, cpu_end, trace.name[orphans], trace.ts[orphans]
     )
-    table.counts["orphans"] = {
-        "gpu_ops": len(orphans),
-        "without_stand_in": int((stand_in < 0).sum()),
-    }
     launch_ts = np.r_[
         table.start[launch],
         np.where(stand_in >= 0, cpu_end[np.maximum(stand_in, 0)], trace.ts[orphans]),
@@ -151,6 +148,13 @@ def _gpu_tasks(
     gpu = np.r_[gpu, orphans].astype(np.int64)
     anchor = np.r_[np.full(len(launch), -1, np.int64), stand_in]
     launch = np.r_[launch, np.full(len(orphans), -1, np.int64)].astype(np.int64)
+    first = first_records(trace, gpu)
+    table.counts["gpu_records"] = {
+        "without_launch": len(orphans),
+        "without_stand_in": int((stand_in < 0).sum()),
+        "duplicates": len(gpu) - len(first),
+    }
+    gpu, launch, launch_ts, anchor = (a[first] for a in (gpu, launch, launch_ts, anchor))
     gpu_file = gpu
     comm = _name_flags(trace, is_comm_kernel)[trace.name[gpu]]
     stream = trace.tid[gpu]

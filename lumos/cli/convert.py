@@ -139,10 +139,12 @@ def convert_cmd(
                 f"  batched P2P: {batches['batches']} SendRecv kernel(s) split into "
                 f"{batches.get('ops', 0)} send/recv nodes"
             )
-        if summary.orphans.get("gpu_ops"):
+        gpu = summary.gpu_records
+        if gpu.get("without_launch") or gpu.get("duplicates"):
             click.echo(
-                f"  {summary.orphans['gpu_ops']} GPU op(s) without their launch call in the "
-                "trace, kept on their streams (launched after the CPU task before each)"
+                f"  GPU ops: {gpu.get('without_launch', 0)} without their launch call in the "
+                f"trace (kept on their streams), {gpu.get('duplicates', 0)} recorded twice "
+                "(one kept)"
             )
         if summary.unknown_comm:
             click.echo(

@@ -40,8 +40,8 @@ def test_kernel_without_launch_holds_its_stream(tmp_path: Path) -> None:
     it: the step replayed −48.50 %. Kept behind the GEMM, 0.00 %; the summary counts it."""
     result = convert([_step_with_orphans().write(tmp_path / "r0.json.gz")], tmp_path, prefix="t")
     summary = result.ranks[0]
-    assert summary.orphans == {"gpu_ops": 1, "without_stand_in": 0}
-    assert summary.to_json()["gpu_ops_without_launch"]["gpu_ops"] == 1
+    assert summary.gpu_records == {"without_launch": 1, "without_stand_in": 0, "duplicates": 0}
+    assert summary.to_json()["gpu_records"]["without_launch"] == 1
     _, nodes = read_et(summary.path)
     by_id = {n.id: n for n in nodes}
     gpu = [n for n in nodes if attrs_dict(n).get("stream") == 7]
@@ -71,7 +71,7 @@ def test_idle_stream_kernel_without_launch_starts_after_its_stand_in(tmp_path: P
     k.runtime("cudaDeviceSynchronize", 1045.0, 150.0)  # returns 1195
     k.op("aten::zero_", 1200.0, 5.0)
     result = convert([k.write(tmp_path / "r0.json.gz")], tmp_path, prefix="t")
-    assert result.ranks[0].orphans["gpu_ops"] == 1
+    assert result.ranks[0].gpu_records["without_launch"] == 1
     _, nodes = read_et(result.ranks[0].path)
     by_id = {n.id: n for n in nodes}
     sync = next(n for n in nodes if n.name == "cudaDeviceSynchronize")
