@@ -17,11 +17,15 @@ import numpy as np
 
 from lumos.converters.pytorch.comm import SEND, is_comm_kernel, is_gloo_op, kind_of
 from lumos.converters.pytorch.comm_tasks import HOST_SEND_OPS, CommContext, annotate_comm
-from lumos.converters.pytorch.flatten import Segments, flatten_thread, sends_first, thread_order
 from lumos.converters.pytorch.duplicate_ops import first_records
+from lumos.converters.pytorch.flatten import Segments, flatten_thread, sends_first, thread_order
 from lumos.converters.pytorch.graph_launch import add_graph_edges
 from lumos.converters.pytorch.kineto import Kind, KinetoTrace
-from lumos.converters.pytorch.orphan_ops import orphan_rows, stand_in_launches
+from lumos.converters.pytorch.orphan_ops import (
+    orphan_rows,
+    pair_with_bare_launches,
+    stand_in_launches,
+)
 from lumos.converters.pytorch.steps import StepWindow, step_name_mask
 from lumos.converters.pytorch.stream_index import StreamIndex
 from lumos.converters.pytorch.sync_edges import add_sync_edges
@@ -46,9 +50,11 @@ def cpu_segments(trace: KinetoTrace, window: StepWindow) -> Segments:
     gloo = _name_flags(trace, is_gloo_op)
     gpu = kind == Kind.GPU
     comm_corr = trace.corr[gpu][_name_flags(trace, is_comm_kernel)[trace.name[gpu]]]
-    keep_chain = gloo[trace.name] | (
-        (kind == Kind.RUNTIME) & np.isin(trace.corr, comm_corr[comm_corr >= 0])
-    )
+    runtime = kind == Kind.RUNTIME
+    keep_chain = gloo[trace.name] | (runtime & np.isin(trace.corr, comm_corr[comm_corr >= 0]))
+    if (comm_corr < 0).any() or not np.isin(comm_corr, trace.corr[runtime]).all():
+        bare = runtime & _name_flags(trace, lambda n: "Launch" in n)[trace.name]
+        keep_chain |= bare & ~np.isin(trace.corr, trace.corr[gpu])  # may launch an orphan
     gloo_send = _name_flags(trace, lambda n: is_gloo_op(n) and kind_of(n) == SEND)
     host_send = _name_flags(trace, lambda n: n in HOST_SEND_OPS)
     segs = Segments()
@@ -136,22 +142,20 @@ def _gpu_tasks(
     launch = np.array([launch_of.get(c, -1) for c in corr], np.int64)
     gpu, launch = gpu[launch >= 0], launch[launch >= 0]
     n_cpu = len(table)
-    cpu_end = table.start + table.dur
-    orphans = orphan_rows(trace, window, gpu)
-    stand_in = stand_in_launches(
-        table.name, table.start, cpu_end, trace.name[orphans], trace.ts[orphans]
-    )
-    launch_ts = np.r_[
-        table.start[launch],
-        np.where(stand_in >= 0, cpu_end[np.maximum(stand_in, 0)], trace.ts[orphans]),
-    ]
+    orphans, paired, anchor = _orphans(trace, table, launch_of, window, gpu)
     gpu = np.r_[gpu, orphans].astype(np.int64)
-    anchor = np.r_[np.full(len(launch), -1, np.int64), stand_in]
-    launch = np.r_[launch, np.full(len(orphans), -1, np.int64)].astype(np.int64)
+    launch = np.r_[launch, paired].astype(np.int64)
+    anchor = np.r_[np.full(len(gpu) - len(orphans), -1, np.int64), anchor]
+    cpu_end = table.start + table.dur
+    launch_ts = np.where(
+        launch >= 0, table.start[np.maximum(launch, 0)], cpu_end[np.maximum(anchor, 0)]
+    )
+    launch_ts[(launch < 0) & (anchor < 0)] = trace.ts[gpu[(launch < 0) & (anchor < 0)]]
     first = first_records(trace, gpu)
     table.counts["gpu_records"] = {
         "without_launch": len(orphans),
-        "without_stand_in": int((stand_in < 0).sum()),
+        "without_stand_in": int(((anchor < 0) & (launch < 0)).sum()),
+        "paired_with_bare_launch": int((paired >= 0).sum()),
         "duplicates": len(gpu) - len(first),
     }
     gpu, launch, launch_ts, anchor = (a[first] for a in (gpu, launch, launch_ts, anchor))
@@ -189,6 +193,48 @@ def _gpu_tasks(
     for task, s in zip(tasks.tolist(), stream.tolist(), strict=True):
         streams[s].append(task)
     return streams, dict(zip(tasks.tolist(), launch_ts.tolist(), strict=True))
+
+
+def _orphans(
+    trace: KinetoTrace,
+    table: TaskTable,
+    launch_of: dict[int, int],
+    window: StepWindow,
+    linked: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The step's GPU ops without launch call (`orphan_ops`): their Kineto rows, the bare
+    launch each NCCL kernel pairs with (-1: none), and the stand-in CPU task of the
+    others (-1: none)."""
+    orphans = orphan_rows(trace, window, linked)
+    paired = _bare_launches(trace, table, launch_of, orphans)
+    end = table.start + table.dur
+    stand_in = stand_in_launches(
+        table.name, table.start, end, trace.name[orphans], trace.ts[orphans]
+    )
+    return orphans, paired, np.where(paired >= 0, -1, stand_in)
+
+
+def _bare_launches(
+    trace: KinetoTrace, table: TaskTable, launch_of: dict[int, int], orphans: np.ndarray
+) -> np.ndarray:
+    """Per orphan op: the step's kernel launch call without GPU op it pairs with (NCCL
+    kernels only, `pair_with_bare_launches`), or -1."""
+    out = np.full(len(orphans), -1, np.int64)
+    comm = np.flatnonzero(_name_flags(trace, is_comm_kernel)[trace.name[orphans]])
+    if not len(comm):
+        return out
+    has_op = set(trace.corr[trace.kind == Kind.GPU].tolist())
+    bare = sorted(
+        (int(table.start[t]), t)
+        for c, t in launch_of.items()
+        if c not in has_op and "Launch" in table.name_of(t) and "Graph" not in table.name_of(t)
+    )
+    if not bare:
+        return out
+    starts = np.array([b[0] for b in bare], np.int64)
+    pick = pair_with_bare_launches(trace.ts[orphans[comm]], starts)
+    out[comm[pick >= 0]] = [bare[k][1] for k in pick[pick >= 0].tolist()]
+    return out
 
 
 def _thread_edges(table: TaskTable, n_cpu: int, idle: np.ndarray) -> None:

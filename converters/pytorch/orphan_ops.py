@@ -65,3 +65,22 @@ def stand_in_launches(
         if len(mine):
             out[i] = mine[np.lexsort((cpu_start[mine], cpu_end[mine]))[-1]]
     return out
+
+
+def pair_with_bare_launches(op_start: np.ndarray, launch_start: np.ndarray) -> np.ndarray:
+    """Per NCCL kernel without launch (in start order): the position in `launch_start`
+    (sorted) of the launch call without GPU op that it pairs with, or -1.
+
+    RCCL's kernels reach Kineto with correlation 0 while their `hipExtLaunchKernel` has
+    its own (ROCm/roctracer#100): the call is there, with no op, and the op without a
+    call. A communicator's kernels run in launch order, so each takes the earliest
+    unpaired bare launch that started before it.
+    """
+    out = np.full(len(op_start), -1, np.int64)
+    used = np.zeros(len(launch_start), bool)
+    for i in np.argsort(op_start, kind="stable").tolist():
+        free = np.flatnonzero(~used & (launch_start <= op_start[i]))
+        if len(free):
+            out[i] = free[0]
+            used[free[0]] = True
+    return out

@@ -1,7 +1,7 @@
 """GPU ops whose launch call is not in the Kineto trace: Triton kernels launched through
 `cuLaunchKernel` before Kineto recorded driver calls (pytorch/kineto#752), records CUPTI
-dropped (pytorch/pytorch#192021). The op keeps its `correlation`, but no runtime call has
-it. It ran on its stream and held the ops behind it, so it is kept, with the CPU task
+dropped (pytorch/pytorch#192021), RCCL kernels with correlation 0 (ROCm/roctracer#100).
+No runtime call has the op's `correlation`. It ran on its stream and held the ops behind it, so it is kept, with the CPU task
 that ended last before it as stand-in launch."""
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ from pathlib import Path
 from lumos.converters.chakra.attrs import attrs_dict
 from lumos.converters.chakra.stream import read_et
 from lumos.converters.pytorch.convert import convert
+from lumos.proto import pb
 from lumos.simulator.report.compare import compare
 from lumos.simulator.report.measured import read_measured
 from lumos.simulator.run import simulate
 from tests.converters.pytorch.kineto_snippet import Snippet
+from tests.converters.pytorch.test_batched_p2p import _rank_trace
 
 
 def _step_with_orphans() -> Snippet:
@@ -40,7 +42,12 @@ def test_kernel_without_launch_holds_its_stream(tmp_path: Path) -> None:
     it: the step replayed −48.50 %. Kept behind the GEMM, 0.00 %; the summary counts it."""
     result = convert([_step_with_orphans().write(tmp_path / "r0.json.gz")], tmp_path, prefix="t")
     summary = result.ranks[0]
-    assert summary.gpu_records == {"without_launch": 1, "without_stand_in": 0, "duplicates": 0}
+    assert summary.gpu_records == {
+        "without_launch": 1,
+        "without_stand_in": 0,
+        "paired_with_bare_launch": 0,
+        "duplicates": 0,
+    }
     assert summary.to_json()["gpu_records"]["without_launch"] == 1
     _, nodes = read_et(summary.path)
     by_id = {n.id: n for n in nodes}
@@ -79,3 +86,40 @@ def test_idle_stream_kernel_without_launch_starts_after_its_stand_in(tmp_path: P
     assert attrs_dict(sync)["sync_wait_ns"] == 148_000
     row = compare(simulate(tmp_path / "t"), read_measured(tmp_path / "t")).ranks[0]
     assert row.error_pct is not None and abs(row.error_pct) < 0.005
+
+
+def _rccl_rank(rank: int) -> Snippet:
+    """An all-reduce on ROCm: the `hipExtLaunchKernel` inside `nccl:all_reduce` has its
+    correlation, RCCL's `ncclDevKernel_Generic` has correlation 0 (ROCm/roctracer#100)."""
+    k = _rank_trace(rank, 2)
+    k.step(1, 1000.0, 300.0)
+    k.op("aten::mm", 1005.0, 10.0)
+    k.launch("Cijk_Ailk_Bljk_SB_MT128x128x16", 1007.0, 7, 1015.0, 100.0)
+    dims = {"Input Dims": [[1_048_576]], "Input type": ["float"]}
+    k.op("c10d::allreduce_", 1020.0, 10.0, args=dims)
+    k.annotation("nccl:all_reduce", 1022.0, 6.0)
+    k.runtime("hipExtLaunchKernel", 1023.0, 5.0)
+    start = 1120.0 + 3.0 * rank
+    kernel = "ncclDevKernel_Generic(ncclDevComm*, channelMasks, ncclWork*)"
+    k.gpu_op(kernel, 0, 30, start, 1270.0 - start)
+    k.runtime("hipDeviceSynchronize", 1032.0, 240.0)
+    k.op("aten::zero_", 1275.0, 5.0)
+    return k
+
+
+def test_rccl_kernel_with_correlation_0_pairs_with_its_bare_launch(tmp_path: Path) -> None:
+    """Both ranks' all-reduce kernels were dropped (no COMM node at all: the ranks
+    replayed as if they never communicated). Now each pairs with the launch call that has
+    no GPU op, takes its type from the enclosing `nccl:all_reduce` and its size from
+    `c10d::allreduce_`: one 4 MiB ALL_REDUCE per rank, replay 0.00 % on both."""
+    paths = [_rccl_rank(r).write(tmp_path / f"rank{r}.json.gz") for r in range(2)]
+    result = convert(paths, tmp_path / "et", prefix="t")
+    assert result.problems == [] and [r.unknown_comm for r in result.ranks] == [0, 0]
+    for summary in result.ranks:
+        assert summary.gpu_records["paired_with_bare_launch"] == 1
+        colls = [n for n in read_et(summary.path)[1] if n.type == pb.COMM_COLL_NODE]
+        got = [(attrs_dict(n)["comm_type"], attrs_dict(n)["comm_size"]) for n in colls]
+        assert got == [(pb.ALL_REDUCE, 4 * 1_048_576)]
+    prefix = tmp_path / "et" / "t"
+    rows = compare(simulate(prefix), read_measured(prefix)).ranks
+    assert all(r.error_pct is not None and abs(r.error_pct) < 0.005 for r in rows)
