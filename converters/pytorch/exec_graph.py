@@ -157,6 +157,7 @@ def _gpu_tasks(
         "without_stand_in": int(((anchor < 0) & (launch < 0)).sum()),
         "paired_with_bare_launch": int((paired >= 0).sum()),
         "duplicates": len(gpu) - len(first),
+        **_before_launch(trace.ts[gpu] - launch_ts),
     }
     gpu, launch, launch_ts, anchor = (a[first] for a in (gpu, launch, launch_ts, anchor))
     gpu_file = gpu
@@ -193,6 +194,17 @@ def _gpu_tasks(
     for task, s in zip(tasks.tolist(), stream.tolist(), strict=True):
         streams[s].append(task)
     return streams, dict(zip(tasks.tolist(), launch_ts.tolist(), strict=True))
+
+
+def _before_launch(lead: np.ndarray) -> dict[str, int]:
+    """GPU ops that started, as recorded, before their launch call started (`lead` < 0):
+    the GPU and CPU clocks disagree (or the record is corrupt, pytorch/pytorch#192021).
+    Replay cannot start an op before its call: each runs that much late."""
+    early = lead[lead < 0]
+    return {
+        "before_launch": len(early),
+        "before_launch_max_ns": int(-early.min()) if len(early) else 0,
+    }
 
 
 def _orphans(

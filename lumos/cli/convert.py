@@ -140,11 +140,13 @@ def convert_cmd(
                 f"{batches.get('ops', 0)} send/recv nodes"
             )
         gpu = summary.gpu_records
-        if gpu.get("without_launch") or gpu.get("duplicates"):
+        if gpu.get("without_launch") or gpu.get("duplicates") or gpu.get("before_launch"):
             click.echo(
                 f"  GPU ops: {gpu.get('without_launch', 0)} without their launch call in the "
                 f"trace (kept on their streams), {gpu.get('duplicates', 0)} recorded twice "
-                "(one kept)"
+                f"(one kept), {gpu.get('before_launch', 0)} starting before their launch "
+                f"(clock skew, up to {gpu.get('before_launch_max_ns', 0) / 1000:.1f} µs; "
+                "replayed from the launch)"
             )
         if summary.unknown_comm:
             click.echo(
