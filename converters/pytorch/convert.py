@@ -20,10 +20,9 @@ import gc
 import logging
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -44,7 +43,9 @@ from lumos.converters.pytorch.json_stream import TraceFile
 from lumos.converters.pytorch.kineto import KinetoTrace, load_kineto
 from lumos.converters.pytorch.link import LinkReport, check_link_rate, link
 from lumos.converters.pytorch.publish import set_id_of
-from lumos.converters.pytorch.steps import StepInfo, StepWindow, choose_step, resolve_step
+from lumos.converters.pytorch.rank_summary import ConvertResult, RankSummary
+from lumos.converters.pytorch.step_agreement import AGREED, common_step, disagreement
+from lumos.converters.pytorch.steps import STEP_PREFIX, StepWindow, choose_step, resolve_step
 from lumos.converters.pytorch.tasks import TaskKind, TaskTable, finalize
 from lumos.converters.pytorch.writer import NodeSource, metadata, write_et_file
 from lumos.errors import TraceFormatError
@@ -58,71 +59,6 @@ log = logging.getLogger(__name__)
 #: from different runs (or steps) and the conversion is refused; matched captures link
 #: 97-100 % (see tests), host ETs paired with another run's Kineto trace 7-20 %.
 MIN_LINK_RATE = 0.5
-
-
-@dataclass(slots=True)
-class RankSummary:
-    """What converting one rank produced."""
-
-    rank: int
-    path: str
-    nodes: int
-    cpu: int
-    gpu: int
-    comm: int
-    step: str
-    step_ns: int | None
-    link: LinkReport | None
-    unknown_comm: int
-    sources: list[str]
-    #: sync and wait calls by how what they wait for was found (`sync_edges`).
-    syncs: dict[str, int] = field(default_factory=dict)
-    #: launches of more than one GPU op (CUDA graphs): `launches`, their `ops`, and the
-    #: `joins` inferred between them and around them (`graph_launch`).
-    graph_launches: dict[str, int] = field(default_factory=dict)
-    #: NCCL kernels read as a batch of P2P ops (`p2p_batch`): `batches`, their `ops`.
-    p2p_batches: dict[str, int] = field(default_factory=dict)
-    #: GPU op records the trace got wrong: `without_launch` (kept, `orphan_ops`), of them
-    #: `without_stand_in` (no CPU task before them), `duplicates` (dropped, `duplicate_ops`).
-    gpu_records: dict[str, int] = field(default_factory=dict)
-    #: every ProfilerStep of the Kineto trace (`steps.StepInfo`) and why `step` was chosen.
-    steps: tuple[StepInfo, ...] = ()
-    step_chosen_by: str = ""
-    #: what was read other than as declared (an unlisted host-ET schema), one line each
-    notes: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "rank": self.rank,
-            "path": self.path,
-            "nodes": self.nodes,
-            "cpu_nodes": self.cpu,
-            "gpu_nodes": self.gpu,
-            "comm_nodes": self.comm,
-            "step": self.step,
-            "measured_step_ns": self.step_ns,
-            "link": self.link.to_json() if self.link else None,
-            "unknown_comm": self.unknown_comm,
-            "sources": self.sources,
-            "syncs": self.syncs,
-            "graph_launches": self.graph_launches,
-            "p2p_batches": self.p2p_batches,
-            "gpu_records": self.gpu_records,
-            "step_chosen_by": self.step_chosen_by,
-            "notes": self.notes,
-            "steps": [
-                {"name": x.name, "measured_ns": x.dur, "complete": x.complete} for x in self.steps
-            ],
-        }
-
-
-@dataclass(slots=True)
-class ConvertResult:
-    ranks: list[RankSummary] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"ranks": [r.to_json() for r in self.ranks], "problems": self.problems}
 
 
 def convert(
@@ -174,14 +110,29 @@ def convert(
     with rank_set_output(out, prefix, force=force) as stage:
         set_id = set_id_of(inputs, world, step, prefix)
         job = _Job(world, stage, prefix, step, set_id, min_link_rate)
+        recs_of: dict[int, list[CommRecord]] = {}
         for summary, recs, groups in _each_rank(inputs, job, jobs):
-            summary.path = str(out / Path(summary.path).name)
             result.ranks.append(summary)
-            result.problems += [f"rank {summary.rank}: {n}" for n in summary.notes]
-            records += recs
+            recs_of[summary.rank] = recs
             all_groups.update(groups)
             report("convert", len(result.ranks), len(inputs), "ranks")
             log.info("rank %d: %d nodes -> %s", summary.rank, summary.nodes, summary.path)
+        agreed = common_step(result.ranks) if step is None else None
+        if agreed is not None:  # the ranks fell back to different steps: convert one
+            chosen = {x.rank: x.step for x in result.ranks}
+            redo = [i for i in inputs if i.kineto and chosen[i.rank] != f"{STEP_PREFIX}{agreed}"]
+            again = {
+                s.rank: (s, r) for s, r, _ in _each_rank(redo, replace(job, step=agreed), jobs)
+            }
+            for k, summary in enumerate(result.ranks):
+                if summary.rank in again:
+                    result.ranks[k], recs_of[summary.rank] = again[summary.rank]
+                    result.ranks[k].step_chosen_by = AGREED
+        result.problems += [line] if (line := disagreement(result.ranks)) else []
+        for summary in result.ranks:
+            summary.path = str(out / Path(summary.path).name)
+            result.problems += [f"rank {summary.rank}: {n}" for n in summary.notes]
+            records += recs_of[summary.rank]
             if on_rank is not None:
                 on_rank(summary)
     if len(inputs) > 1:
