@@ -59,11 +59,17 @@ def stand_in_launches(
     order = np.lexsort((cpu_start, cpu_end))
     k = np.searchsorted(cpu_end[order], op_start, side="right") - 1
     out = np.where(k >= 0, order[np.maximum(k, 0)], -1).astype(np.int64)
-    named = np.isin(cpu_name, op_name)
-    for i in np.flatnonzero(np.isin(op_name, cpu_name[named])).tolist():
-        mine = np.flatnonzero(named & (cpu_name == op_name[i]) & (cpu_end <= op_start[i]))
-        if len(mine):
-            out[i] = mine[np.lexsort((cpu_start[mine], cpu_end[mine]))[-1]]
+    named = np.flatnonzero(np.isin(cpu_name, op_name))
+    by_name = named[np.lexsort((cpu_start[named], cpu_end[named], cpu_name[named]))]
+    names = cpu_name[by_name]
+    for i in np.flatnonzero(np.isin(op_name, names)).tolist():
+        lo, hi = (
+            np.searchsorted(names, op_name[i], "left"),
+            np.searchsorted(names, op_name[i], "right"),
+        )
+        j = int(np.searchsorted(cpu_end[by_name[lo:hi]], op_start[i], side="right")) - 1
+        if j >= 0:
+            out[i] = by_name[lo + j]
     return out
 
 

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from lumos.converters.chakra.attrs import attrs_dict
 from lumos.converters.chakra.stream import read_et
 from lumos.converters.pytorch.convert import convert
+from lumos.converters.pytorch.orphan_ops import stand_in_launches
 from lumos.proto import pb
 from lumos.simulator.report.compare import compare
 from lumos.simulator.report.measured import read_measured
@@ -125,3 +128,17 @@ def test_rccl_kernel_with_correlation_0_pairs_with_its_bare_launch(tmp_path: Pat
     prefix = tmp_path / "et" / "t"
     rows = compare(simulate(prefix), read_measured(prefix)).ranks
     assert all(r.error_pct is not None and abs(r.error_pct) < 0.005 for r in rows)
+
+
+def test_stand_in_is_the_last_task_of_the_kernels_name_else_of_any() -> None:
+    """CPU tasks (name id, start, end): (1, 0, 10), (2, 15, 20), (1, 25, 30), (3, 31, 33).
+    Kernels (name, start): (1, 12) → task 0; (1, 35) → task 2; (2, 25) → task 1; (5, 34),
+    no task of its name → task 3, the last to end; (1, 5), none ended yet → -1."""
+    got = stand_in_launches(
+        np.array([1, 2, 1, 3]),
+        np.array([0, 15, 25, 31]),
+        np.array([10, 20, 30, 33]),
+        np.array([1, 1, 2, 5, 1]),
+        np.array([12, 35, 25, 34, 5]),
+    )
+    assert got.tolist() == [0, 2, 1, 3, -1]
