@@ -139,15 +139,8 @@ def convert_cmd(
                 f"  batched P2P: {batches['batches']} SendRecv kernel(s) split into "
                 f"{batches.get('ops', 0)} send/recv nodes"
             )
-        gpu = summary.gpu_records
-        if gpu.get("without_launch") or gpu.get("duplicates") or gpu.get("before_launch"):
-            click.echo(
-                f"  GPU ops: {gpu.get('without_launch', 0)} without their launch call in the "
-                f"trace (kept on their streams), {gpu.get('duplicates', 0)} recorded twice "
-                f"(one kept), {gpu.get('before_launch', 0)} starting before their launch "
-                f"(clock skew, up to {gpu.get('before_launch_max_ns', 0) / 1000:.1f} µs; "
-                "replayed from the launch)"
-            )
+        if line := _gpu_records_line(summary.gpu_records):
+            click.echo(line)
         if summary.unknown_comm:
             click.echo(
                 f"  {summary.unknown_comm} comm op(s) of unknown type (written as all-reduce)"
@@ -161,3 +154,19 @@ def convert_cmd(
         )
     for problem in result.problems:
         click.echo(printable(f"warning: {problem}"), err=True)
+
+
+def _gpu_records_line(gpu: dict[str, int]) -> str:
+    """What the converter repaired in the rank's GPU op records ("" when nothing)."""
+    parts = []
+    if gpu.get("without_launch"):
+        parts.append(f"{gpu['without_launch']} without their launch call (kept on their streams)")
+    if gpu.get("duplicates"):
+        parts.append(f"{gpu['duplicates']} recorded twice (one kept)")
+    if gpu.get("before_launch"):
+        lead = gpu.get("before_launch_max_ns", 0) / 1000
+        parts.append(
+            f"{gpu['before_launch']} starting before their launch call (clock skew, up to "
+            f"{lead:.1f} µs; replayed from the call)"
+        )
+    return f"  GPU ops: {'; '.join(parts)}" if parts else ""
