@@ -119,6 +119,12 @@ MODELZOO_ETP = {"qwen3-235b-a22b": 1}
 #: what a row's notes say when its EP all-to-alls overlap compute (`A2A_OVERLAP=1`, the
 #: model zoo's "1F1B overlap" row)
 A2A_OVERLAP_SAID = re.compile(r"a2a overlap on|all-to-all overlapped", re.I)
+#: what a row says when its routing drops tokens and pads every expert to its capacity
+#: (Megatron-Core `moe_pad_expert_input_to_capacity`, plan `moe_token_drop`): Megatron-Bridge
+#: 25.09's token-drop rows (scripts/performance/configs/qwen3/qwen3_30b_a3b_llm_pretrain.py:
+#: `use_tokendrop` default True -> `apply_moe_token_drop`, capacity factor 1.0, padded) and
+#: the DGX Cloud Grok-1 recipe ("capacity factor 1.0 padded")
+TOKEN_DROP_SAID = re.compile(r"token-?drop|capacity factor [\d.]+,? padded", re.I)
 #: frameworks that train the Hugging Face model class, which has no multi-token-prediction
 #: module: NeMo AutoModel's DeepseekV3ForCausalLM builds `num_hidden_layers` blocks and an
 #: output head only (nemo_automodel/components/models/deepseek_v3/model.py). Megatron-Bridge's
@@ -263,6 +269,9 @@ def parse_moe(r: dict[str, str]) -> Row | str:
     said = f"{r.get('notes', '')} {r['framework']}"
     flex = re.search(r"deepep|hybridep", said, re.I) is not None
     flex = (flex or recipe.get("dispatcher") == "flex") and int(r["ep"] or 1) > 1
+    # token-drop rows (Megatron-Bridge 25.09's `apply_moe_token_drop`: capacity factor 1.0,
+    # padded; the DGX Cloud Grok-1 recipe's "capacity factor 1.0 padded"): drop-and-pad
+    drop = TOKEN_DROP_SAID.search(f"{r['row_id']} {r.get('notes', '')}") is not None
     etp = re.search(r"\bETP (\d+)", r.get("notes", ""))
     if etp:
         mb["etp"] = int(etp[1])
@@ -283,6 +292,7 @@ def parse_moe(r: dict[str, str]) -> Row | str:
             a2a_overlap=overlap,
             dispatcher="flex" if flex else "alltoall",
             grouped_gemm=expert_gemms(r, FUSED_GROUPED_GEMM),
+            moe_token_drop=drop,
             overlap_grad_reduce=recipe.get("overlap_grad_reduce", True),
             **recipe_settings(r),
         )

@@ -148,6 +148,19 @@ COUNT = click.IntRange(min=1)
     help="Mixture of experts: Megatron-Core's token dispatcher (flex: DeepEP / HybridEP).",
 )
 @click.option(
+    "--moe-load-factor",
+    type=click.FloatRange(min=0.0, max=100.0),
+    default=0.0,
+    help="Mixture of experts: the busiest EP rank's token load over the mean (>= 1; a "
+    "trained router's, from a routing profile) [0: forced load balancing's, computed].",
+)
+@click.option(
+    "--moe-token-drop",
+    is_flag=True,
+    help="Mixture of experts: drop-and-pad routing (capacity factor 1, padded: every "
+    "expert gets its capacity, no device-to-host sync) instead of dropless.",
+)
+@click.option(
     "--grouped-gemm",
     type=click.Choice(["te", "fused", "sequential"]),
     default="te",
@@ -231,6 +244,8 @@ def estimate_command(
     lora_targets: str,
     lora_a2a: bool,
     dispatcher: str,
+    moe_load_factor: float,
+    moe_token_drop: bool,
     grouped_gemm: str,
     a2a_overlap: bool,
     no_grad_overlap: bool,
@@ -286,6 +301,8 @@ def estimate_command(
         lora_a2a=lora_a2a,
         a2a_overlap=a2a_overlap,
         dispatcher=dispatcher,
+        moe_load_factor=moe_load_factor,
+        moe_token_drop=moe_token_drop,
         grouped_gemm=grouped_gemm,
         overlap_grad_reduce=not no_grad_overlap,
         overlap_param_gather=not no_param_overlap,

@@ -20,6 +20,8 @@ from lumos.simulator.graph import COLL, COMP, RECV, SEND
 COMPUTE, TP_STREAM, DP_STREAM, PP_SEND, PP_RECV, CP_SEND, CP_RECV = 7, 21, 22, 23, 24, 25, 26
 HOST = 27  # the framework's CPU thread, where its host work gates the GPU (zero3_tensor)
 EP_STREAM = 28  # expert-parallel token all-to-alls (moe)
+SYNC_STREAM = 29  # the host's waits for the device (dropless MoE routing counts: moe_meta)
+COUNTS_STREAM = 30  # the MoE dispatcher's token-count all-gathers (their own communicator)
 STREAM_ROLES = {
     COMPUTE: "compute",
     TP_STREAM: "tp comm",
@@ -30,6 +32,8 @@ STREAM_ROLES = {
     CP_RECV: "cp recv",
     HOST: "host",
     EP_STREAM: "ep comm",
+    SYNC_STREAM: "host sync",
+    COUNTS_STREAM: "ep counts",
 }
 #: group slots of a generated rank (`RankGraph.groups` order): EP exchanges tokens, EDP
 #: (expert data parallel) reduces expert gradients

@@ -5,6 +5,7 @@ the generator. Refusals name the field."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import fields
 from enum import Enum
 from numbers import Integral
@@ -28,7 +29,8 @@ def whole(value: Any) -> Any:
 
 def check_types(record: Any, enums: dict[str, type[Enum]], where: str) -> None:
     """Each field of dataclass `record` of the type its annotation names (`int`,
-    `int | None`, `bool`, `str`, or an enum named in `enums`).
+    `int | None`, `bool`, `float` (a finite int or float), `str`, or an enum named in
+    `enums`).
 
     Raises ConfigError `"{where}: {field} must be ..., got ..."` for the first that is not.
     """
@@ -40,6 +42,9 @@ def check_types(record: Any, enums: dict[str, type[Enum]], where: str) -> None:
             want = "an integer"
         elif kind == "bool":
             ok, want = isinstance(value, bool), "true or false"
+        elif kind == "float":
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            ok, want = ok and math.isfinite(value), "a number"
         elif kind == "str":
             ok, want = isinstance(value, str), "a string"
         else:

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 
 from lumos.simulator.network.api import ALL_GATHER, ALL_TO_ALL, REDUCE_SCATTER
-from lumos.simulator.workload import fp8
+from lumos.simulator.workload import fp8, moe_meta
 from lumos.simulator.workload.block import EP, EP_STREAM, TP, TP_STREAM, Block
 from lumos.simulator.workload.dims import BF16, Ctx
 from lumos.simulator.workload.layer import (
@@ -36,6 +36,7 @@ from lumos.simulator.workload.layer import (
     col_backward,
     gathered_gemm,
 )
+from lumos.simulator.workload.moe_load import load_factor
 
 FP32 = 4
 
@@ -45,25 +46,29 @@ class MoeSizes:
     """Per-rank sizes of one MoE layer (see module doc)."""
 
     local_experts: int
-    routed: int  # token copies this rank sends (and, balanced, receives)
+    routed: int  # token copies this rank sends (its own tokens x top_k: the permute's rows)
     received: int  # token copies its local experts process (after the expert-TP gather)
     per_expert: int
     ffn: int  # one expert's FFN width on this rank (split over expert TP)
     up: int  # FC1 output width (x2 when gated)
-    sent: int  # rows one all-to-all moves per rank: `routed`, or tokens x ranks (flex)
+    sent: int  # rows one all-to-all moves on the busiest rank: `routed`, or tokens x ranks (flex)
 
     @classmethod
     def of(cls, ctx: Ctx) -> MoeSizes:
+        """The busiest EP rank's sizes: its local experts and all-to-alls carry the mean
+        load times `moe_load.load_factor` (the permute and unpermute stay the rank's own)."""
         m, p = ctx.model, ctx.plan
         local = m.experts // p.ep
         routed = ctx.T_sp * m.top_k
-        received = routed * p.expert_tp
+        load = load_factor(ctx)
+        received = round(routed * p.expert_tp * load)
         ffn = m.moe_ffn // p.expert_tp
-        sent = routed
+        sent = float(routed)
         if p.dispatcher == "flex":
-            sent = round(ctx.T_sp * distinct_ranks(m.experts, p.ep, m.top_k))
+            sent = ctx.T_sp * distinct_ranks(m.experts, p.ep, m.top_k)
         up = ffn * (2 if m.gated else 1)
-        return cls(local, routed, received, math.ceil(received / local), ffn, up, sent)
+        per = math.ceil(received / local)
+        return cls(local, routed, received, per, ffn, up, round(sent * load))
 
 
 def distinct_ranks(experts: int, ep: int, top_k: int) -> float:
@@ -180,11 +185,12 @@ def _pad(blk: Block, ctx: Ctx, name: str, z: MoeSizes, after: int) -> int:
     return blk.compute(name, *ctx.mem(2 * z.received * ctx.h * BF16), waits=(after,))
 
 
-def _exchange(blk: Block, ctx: Ctx, name: str, rows: int, after: int) -> int:
-    """An all-to-all of `rows` hidden-size BF16 rows over the EP group (none at ep 1)."""
+def _exchange(blk: Block, ctx: Ctx, name: str, rows: int, after: int, sync: int = -1) -> int:
+    """An all-to-all of `rows` hidden-size BF16 rows over the EP group after `after` and
+    the host's wait `sync` (none at ep 1: then what follows waits for the wait)."""
     if ctx.plan.ep == 1:
-        return after
-    return blk.coll(name, EP_STREAM, ALL_TO_ALL, rows * ctx.h * BF16, EP, after)
+        return after if sync < 0 else sync
+    return blk.coll(name, EP_STREAM, ALL_TO_ALL, rows * ctx.h * BF16, EP, (after, sync))
 
 
 def _etp(blk: Block, ctx: Ctx, name: str, kind: int, rows: int, after: int) -> int:
@@ -207,20 +213,25 @@ def route(blk: Block, ctx: Ctx, tag: str) -> int:
     name = f"{tag}.moe"
     blk.compute(f"{name}.router", *ctx.gemm(ctx.T_sp, m.experts, h, "bf16"))
     top = blk.compute(f"{name}.topk", *ctx.mem(ctx.T_sp * m.experts * FP32 * 2))
+    top = moe_meta.counts(blk, ctx, tag, top)
     if _flex(ctx):  # DeepEP dispatches the tokens as they are and permutes on arrival
         return top
     return blk.compute(f"{name}.permute", *ctx.mem((ctx.T_sp + z.routed) * h * BF16))
 
 
 def dispatch(blk: Block, ctx: Ctx, tag: str, perm: int) -> int:
-    """The dispatch all-to-all after the permute `perm`."""
-    return _exchange(blk, ctx, f"{tag}.moe.dispatch", MoeSizes.of(ctx).sent, perm)
+    """The dispatch all-to-all after the permute `perm` and the host's wait for the token
+    counts (`moe_meta`), then the probabilities' (alltoall dispatcher); returns what the
+    experts wait for."""
+    rows, sync = MoeSizes.of(ctx).sent, moe_meta.wait(blk, ctx, tag)
+    a2a = _exchange(blk, ctx, f"{tag}.moe.dispatch", rows, perm, sync)
+    return moe_meta.probs_exchange(blk, ctx, f"{tag}.moe.dispatch_probs", rows, a2a)
 
 
 def experts(blk: Block, ctx: Ctx, tag: str, a2a: int) -> int:
     """The local experts on the dispatched rows (after `a2a`); returns the last node."""
     z, h, name = MoeSizes.of(ctx), ctx.h, f"{tag}.moe"
-    got = _etp(blk, ctx, f"{name}.dispatch_all_gather", ALL_GATHER, z.routed, a2a)
+    got = _etp(blk, ctx, f"{name}.dispatch_all_gather", ALL_GATHER, z.sent, a2a)
     got = _pad(blk, ctx, f"{name}.fp8_pad", z, _sort(blk, ctx, f"{name}.sort", z, got))
     _cast(blk, ctx, f"{name}.fc1", z.received * h)
     grouped_gemm(blk, ctx, f"{name}.fc1", (z.per_expert, z.up, h), z.local_experts, waits=(got,))
@@ -230,7 +241,7 @@ def experts(blk: Block, ctx: Ctx, tag: str, a2a: int) -> int:
     passes = sequential_passes(z.local_experts)[0]
     out = _sequential_copies(blk, ctx, f"{name}.experts_gather", z, passes, out)
     out = _sort(blk, ctx, f"{name}.unsort", z, _pad(blk, ctx, f"{name}.fp8_unpad", z, out))
-    return _etp(blk, ctx, f"{name}.combine_reduce_scatter", REDUCE_SCATTER, z.routed, out)
+    return _etp(blk, ctx, f"{name}.combine_reduce_scatter", REDUCE_SCATTER, z.sent, out)
 
 
 def combine(blk: Block, ctx: Ctx, tag: str, out: int) -> int:
@@ -292,7 +303,7 @@ def experts_bwd(blk: Block, ctx: Ctx, tag: str, a2a: int) -> int:
     """The local experts' data- and weight-gradient GEMMs after the combine's gradient
     all-to-all `a2a`; returns the last node."""
     z, h, name = MoeSizes.of(ctx), ctx.h, f"{tag}.moe"
-    got = _etp(blk, ctx, f"{name}.combine_bwd_all_gather", ALL_GATHER, z.routed, a2a)
+    got = _etp(blk, ctx, f"{name}.combine_bwd_all_gather", ALL_GATHER, z.sent, a2a)
     got = _sort(blk, ctx, f"{name}.unsort_bwd", z, got)
     got = _pad(blk, ctx, f"{name}.fp8_unpad_bwd", z, got)
     e = z.local_experts
@@ -310,12 +321,15 @@ def experts_bwd(blk: Block, ctx: Ctx, tag: str, a2a: int) -> int:
     out = grouped_gemm(blk, ctx, f"{name}.fc1.wgrad", (z.up, h, z.per_expert), e, wgrad=True)
     out = _sequential_copies(blk, ctx, f"{name}.experts_slice_bwd", z, slice_bwd, out)
     out = _sort(blk, ctx, f"{name}.sort_bwd", z, _pad(blk, ctx, f"{name}.fp8_pad_bwd", z, out))
-    return _etp(blk, ctx, f"{name}.dispatch_bwd_reduce_scatter", REDUCE_SCATTER, z.routed, out)
+    return _etp(blk, ctx, f"{name}.dispatch_bwd_reduce_scatter", REDUCE_SCATTER, z.sent, out)
 
 
 def dispatch_bwd(blk: Block, ctx: Ctx, tag: str, out: int) -> int:
-    """The dispatch's gradient all-to-all after the experts' backward `out`."""
-    return _exchange(blk, ctx, f"{tag}.moe.dispatch_bwd", MoeSizes.of(ctx).sent, out)
+    """The dispatch's gradient all-to-alls after the experts' backward `out`: the
+    probabilities' (alltoall dispatcher), then the tokens'."""
+    rows = MoeSizes.of(ctx).sent
+    out = moe_meta.probs_exchange(blk, ctx, f"{tag}.moe.dispatch_probs_bwd", rows, out)
+    return _exchange(blk, ctx, f"{tag}.moe.dispatch_bwd", rows, out)
 
 
 def route_bwd(blk: Block, ctx: Ctx, tag: str, back: int) -> int:

@@ -53,6 +53,11 @@ concatenated into each sequence, attention within each (`attention.band`).
 `lora_rank` (0: full-parameter training) trains LoRA adapters of that rank beside the
 `lora_targets` linears (comma-separated `qkv,proj,fc1,fc2`; '': all four, Megatron-Bridge's
 default) on frozen base weights; `lora_a2a` is NeMo's `a2a_experimental` (`lora`).
+`moe_load_factor` is the busiest expert-parallel rank's token load over the mean (0: forced
+load balancing's, computed: `moe_load`); `moe_token_drop` is Megatron-Core's drop-and-pad
+routing (`moe_expert_capacity_factor` 1 with `moe_pad_expert_input_to_capacity`: every
+expert gets its capacity of rows, no device-to-host sync; `moe_meta`). The expert checks
+are `moe_checks`'.
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ from lumos.limits import MAX_MICROBATCHES, MAX_RANKS
 from lumos.simulator.workload import pipesplit
 from lumos.simulator.workload.fieldtypes import check_recipe_fields, check_types, is_int, whole
 from lumos.simulator.workload.framework import profile
+from lumos.simulator.workload.moe_checks import check_experts
 from lumos.simulator.workload.shape_checks import check_shape
 from lumos.simulator.workload.spec import ModelSpec
 
@@ -136,6 +142,8 @@ class ParallelPlan:
     lora_rank: int = 0
     lora_targets: str = ""
     lora_a2a: bool = False
+    moe_load_factor: float = 0.0
+    moe_token_drop: bool = False
 
     @property
     def selective_modules(self) -> frozenset[str]:
@@ -277,7 +285,7 @@ class ParallelPlan:
         check_lora(self, model)
         if self.fsdp_under_pp and self.fsdp_unit != "layer":
             raise ConfigError("plan: zero 3 with pipeline parallelism needs fsdp_unit 'layer'")
-        self._check_experts(model)
+        check_experts(self, model)
         if model.mla and (not self.flash_attention or self.framework != "megatron"):
             raise ConfigError(
                 "plan: multi-head latent attention is modelled with flash attention on the "
@@ -319,56 +327,3 @@ class ParallelPlan:
             raise ConfigError(
                 f"plan: recompute module {unknown[0]!r} is not modelled (modelled: {known})"
             )
-
-    def _check_experts(self, model: ModelSpec) -> None:
-        if not model.moe:
-            if self.ep > 1 or self.etp > 1 or self.a2a_overlap or self.dispatcher != "alltoall":
-                raise ConfigError(f"plan: ep / etp need a mixture-of-experts model ({model.name})")
-            return
-        if self.ep < 1 or self.etp not in (0, 1, self.tp):
-            raise ConfigError(
-                f"plan: ep must be >= 1 and etp 1 or tp ({self.tp}), got {self.ep}, {self.etp}"
-            )
-        if model.experts % self.ep:
-            raise ConfigError(f"plan: ep {self.ep} must divide the {model.experts} experts")
-        stage = self.tp * self.cp * self.dp
-        if stage % (self.expert_tp * self.ep):
-            raise ConfigError(
-                f"plan: etp x ep = {self.expert_tp * self.ep} must divide a stage's tp x cp x dp "
-                f"= {stage} ranks (experts are sharded over ranks of the data-parallel group)"
-            )
-        if model.moe_ffn % self.expert_tp or model.shared_ffn % self.tp:
-            raise ConfigError("plan: etp / tp must divide moe_ffn and shared_ffn")
-        if self.zero == 3:
-            raise ConfigError("plan: zero 3 (FSDP) with experts is not modelled")
-        if self.framework != "megatron":
-            raise ConfigError("plan: experts are modelled with the megatron framework only")
-        if self.tp > 1 and not self.sequence_parallel:
-            raise ConfigError("plan: Megatron-Core needs sequence parallelism for MoE with tp > 1")
-        self._check_a2a_overlap()
-        if self.dispatcher not in ("alltoall", "flex"):
-            raise ConfigError(
-                f"plan: dispatcher must be 'alltoall' or 'flex', got {self.dispatcher!r}"
-            )
-        if self.grouped_gemm not in ("te", "fused", "sequential"):
-            raise ConfigError(
-                "plan: grouped_gemm must be 'te', 'fused' or 'sequential', "
-                f"got {self.grouped_gemm!r}"
-            )
-        if self.dispatcher == "flex" and (self.ep == 1 or self.expert_tp > 1):
-            raise ConfigError(
-                "plan: the flex (DeepEP) dispatcher is modelled with ep > 1 and etp 1 only"
-            )
-
-    def _check_a2a_overlap(self) -> None:
-        """Megatron-Core's own checks of `overlap_moe_expert_parallel_comm`
-        (transformer_config.py): expert parallelism, no full recomputation, and the
-        interleaved schedule when pipelined."""
-        if not self.a2a_overlap:
-            return
-        if self.ep == 1:
-            raise ConfigError("plan: a2a_overlap needs expert parallelism (ep > 1)")
-        if self.recompute is Recompute.FULL:
-            raise ConfigError("plan: a2a_overlap needs recompute other than full (Megatron-Core)")
-        if self.pp > 1 and self.vp == 1:
-            raise ConfigError("plan: a2a_overlap with pp > 1 needs the interleaved schedule (vp)")

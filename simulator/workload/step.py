@@ -249,7 +249,9 @@ def estimate(
 
 MOE_ASSUMPTION = (
     "mixture of experts as Megatron-Core: all-to-all token dispatcher on the EP group, "
-    "balanced routing, grouped expert GEMMs (Transformer Engine's per-expert cuBLASLt loop, "
+    "the busiest EP rank's load (forced load balancing's, or the plan's moe_load_factor; "
+    "every expert at its capacity under moe_token_drop), dropless routing's token counts "
+    "gathered and waited for by the host before each MoE layer's dispatch, grouped expert GEMMs (Transformer Engine's per-expert cuBLASLt loop, "
     "never faster than its host issues it, unless grouped_gemm='fused'; 'sequential': "
     "SequentialMLP's per-expert GEMMs and output copies), BF16 dispatch; "
     "all-to-alls overlapped with the "

@@ -113,9 +113,11 @@ def test_fp8_wgrad_grouped_experts_cast_transpose_both_inputs() -> None:
     (`fp8_multi_cast_transpose_fused`): FC1's and, after Megatron-Core's BF16 activation,
     FC2's; the gradients likewise (4 B / element)."""
     moe = small_moe()
-    plan = ParallelPlan.build(moe, mbs=1, dp=4, gbs=4, seq=16, ep=4, precision=Precision.FP8)
+    plan = ParallelPlan.build(
+        moe, mbs=1, dp=4, gbs=4, seq=16, ep=4, precision=Precision.FP8, moe_load_factor=1.0
+    )
     fwd = stage0_pass(moe, plan, KM, True)
-    rows = 16 * 2  # tokens x top-k (balanced routing: what each rank's experts receive)
+    rows = 16 * 2  # tokens x top-k (the mean load, stated: what each rank's experts receive)
     assert node_value(fwd, "layer0.moe.fc1.cast_fp8", "nbytes") == 4 * rows * 64
     assert node_value(fwd, "layer0.moe.fc2.cast_fp8", "nbytes") == 4 * rows * 32
     bwd = stage0_pass(moe, plan, KM, False)

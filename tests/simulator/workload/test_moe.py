@@ -35,6 +35,8 @@ def _model() -> ModelSpec:
 
 
 def _plan(ep: int, dp: int = 4, **kw: object) -> ParallelPlan:
+    """A plan at the mean expert load (`moe_load_factor` 1: the hand counts' balance)."""
+    kw = {"moe_load_factor": 1.0, **kw}
     return ParallelPlan.build(_model(), mbs=1, dp=dp, gbs=dp, seq=SEQ, ep=ep, **kw)  # type: ignore[arg-type]
 
 
@@ -62,16 +64,18 @@ def test_moe_layer_ops_and_all_to_alls_exact() -> None:
     (g,) = step.graphs
     names = [g.names[i] for i in g.name_idx]
     layer0 = Counter(n.split(".", 1)[1] for n in names if n.startswith("layer0.moe"))
-    fwd = ["router", "topk", "permute", "sort", "fc1", "activation", "fc2", "unsort"]
-    fwd += ["unpermute"]  # sort / unsort: 2 local experts (test_moe_host)
+    fwd = ["router", "topk", "tokens_per_expert", "counts_all_gather", "splits", "sync"]
+    fwd += ["permute", "sort", "fc1", "activation", "fc2", "unsort", "unpermute"]
+    fwd += ["dispatch_probs"]  # sort / unsort: 2 local experts; counts, sync: test_moe_meta
     bwd = ["unpermute_bwd", "unsort_bwd", "fc2.dgrad", "fc2.wgrad", "activation_bwd"]
     bwd += ["fc1.dgrad", "fc1.wgrad", "sort_bwd", "permute_bwd", "topk_bwd"]
-    bwd += ["router.dgrad", "router.wgrad"]
+    bwd += ["router.dgrad", "router.wgrad", "dispatch_probs_bwd"]
     a2a = ["dispatch", "combine", "combine_bwd", "dispatch_bwd"]
     assert layer0 == Counter(f"moe.{n}" for n in fwd + bwd + a2a)
     colls = (g.type == COLL) & (g.comm_type == ALL_TO_ALL)
-    assert int(colls.sum()) == 2 * 4  # two MoE layers x (dispatch, combine) x (fwd, bwd)
-    assert set(g.comm_size[colls].tolist()) == {ROUTED_BYTES}
+    # two MoE layers x (dispatch, combine, the dispatch's probabilities) x (fwd, bwd)
+    assert int(colls.sum()) == 2 * 6
+    assert set(g.comm_size[colls].tolist()) == {ROUTED_BYTES, SEQ * 2 * 4}
     assert set(g.group[colls].tolist()) == {EP} and set(g.stream[colls].tolist()) == {EP_STREAM}
     assert g.groups[EP] == (0, 1, 2, 3) and g.groups[EDP] == (0,)
 

@@ -31,6 +31,8 @@ def _model() -> ModelSpec:
 
 
 def _plan(ep: int = 4, dp: int = 4, **kw: object) -> ParallelPlan:
+    """A plan at the mean expert load (`moe_load_factor` 1: the hand counts' balance)."""
+    kw = {"moe_load_factor": 1.0, **kw}
     return ParallelPlan.build(_model(), mbs=1, dp=dp, gbs=dp, seq=SEQ, ep=ep, **kw)  # type: ignore[arg-type]
 
 

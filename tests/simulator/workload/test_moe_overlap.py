@@ -58,8 +58,8 @@ def test_units_merge_each_steady_forward_with_the_next_backward() -> None:
 
 
 def test_merged_layer_pair_runs_in_megatron_order() -> None:
-    """`TransformerLayerSchedulePlan.run`: comm combine_bwd | dispatch -> dispatch_bwd |
-    combine; compute attention (forward) | experts' backward, experts' forward | attention
+    """`TransformerLayerSchedulePlan.run`: comm combine_bwd | dispatch (tokens, then
+    probabilities) -> dispatch_bwd (probabilities' gradient, then tokens') | combine; compute attention (forward) | experts' backward, experts' forward | attention
     (backward), the forward's unpermute last."""
     gen = Generator(_model(), _plan(True), KernelModel.for_gpu(load_system("h100").gpu))
     blk = gen.pair_block(0, 1, 0)  # forward of chunk 1 (layer 2), backward of chunk 0 (layer 0)
@@ -69,6 +69,8 @@ def test_merged_layer_pair_runs_in_megatron_order() -> None:
     assert ep == [
         "layer0.moe.combine_bwd",
         "layer2.moe.dispatch",
+        "layer2.moe.dispatch_probs",  # the routing probabilities' all-to-all (moe_meta)
+        "layer0.moe.dispatch_probs_bwd",
         "layer0.moe.dispatch_bwd",
         "layer2.moe.combine",
     ]
