@@ -333,8 +333,8 @@ def estimate_command(
 
 
 def _split_text(p: ParallelPlan) -> str:
-    """The plan's uneven pipeline split, FP8 parameters, sequence packing and LoRA, as the
-    header shows them ('' for none)."""
+    """The plan's uneven pipeline split, FP8 parameters, sequence packing, LoRA and stated
+    MoE routing, as the header shows them ('' for none)."""
     parts = [f"layout {p.pp_layout}"] if p.pp_layout else []
     if p.first_stage_layers is not None or p.last_stage_layers is not None:
         first, last = p.first_stage_layers, p.last_stage_layers
@@ -350,6 +350,8 @@ def _split_text(p: ParallelPlan) -> str:
 
         a2a = ", all-to-all" if p.lora_a2a else ""
         parts.append(f"LoRA rank {p.lora_rank} on {','.join(targets(p.lora_targets))}{a2a}")
+    parts += [f"busiest EP rank's load x{p.moe_load_factor:g}"] * bool(p.moe_load_factor)
+    parts += ["token drop (capacity 1, padded)"] * p.moe_token_drop
     return "".join(f", {x}" for x in parts)
 
 

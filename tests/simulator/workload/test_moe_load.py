@@ -4,6 +4,7 @@ rank's rows in the grouped GEMMs and the all-to-alls of a tiny MoE plan."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -95,3 +96,25 @@ def test_busiest_rank_carries_its_load_in_the_expert_work_and_all_to_alls() -> N
         _plan(moe_load_factor=0.8)
     with pytest.raises(ConfigError, match="mixture-of-experts"):
         ParallelPlan.build(load_model("llama3-8b"), dp=2, moe_load_factor=1.2)
+
+
+def test_cli_states_the_load_and_token_drop() -> None:
+    """`lumos estimate --moe-load-factor 1.5` / `--moe-token-drop`: the plan's header names
+    them and the stated load makes the step slower than forced balancing's."""
+    from click.testing import CliRunner
+
+    from lumos.cli.main import cli
+
+    base = ["estimate", "--model", "qwen3-30b-a3b", "--dp", "8", "--ep", "8", "--gbs", "8"]
+    base += ["--seq", "1024", "--json"]
+    runs = {}
+    for extra in ((), ("--moe-load-factor", "1.5"), ("--moe-token-drop",)):
+        out = CliRunner().invoke(cli, [*base, *extra])
+        assert out.exit_code == 0, out.output
+        runs[extra[:1]] = json.loads(out.output)["result"]
+    assert runs[("--moe-load-factor",)]["plan"]["moe_load_factor"] == 1.5
+    assert runs[("--moe-token-drop",)]["plan"]["moe_token_drop"] is True
+    slow, forced = runs[("--moe-load-factor",)], runs[()]
+    assert slow["iteration_time_s"] > forced["iteration_time_s"]
+    text = CliRunner().invoke(cli, [*base[:-1], "--moe-load-factor", "1.5"]).output
+    assert "busiest EP rank's load x1.5" in text
