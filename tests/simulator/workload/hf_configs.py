@@ -315,6 +315,14 @@ GPT_OSS_120B = {
     "vocab_size": 201088,
 }
 
+#: openai/gpt-oss-20b: the 120B's layer, 24 layers, 32 experts (its config.json otherwise equal)
+GPT_OSS_20B = {
+    **GPT_OSS_120B,
+    "layer_types": ["sliding_attention", "full_attention"] * 12,
+    "num_hidden_layers": 24,
+    "num_local_experts": 32,
+}
+
 #: openai-community/gpt2 (learned positions: n_positions rows; tied; biases)
 GPT2 = {
     "activation_function": "gelu_new",

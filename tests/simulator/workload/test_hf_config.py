@@ -46,6 +46,7 @@ SAME_AS_BUILTIN = [
     ("DeepSeek-V3", cfg.DEEPSEEK_V3, "deepseek-v3"),
     ("Qwen3-30B-A3B", cfg.QWEN3_30B_A3B, "qwen3-30b-a3b"),
     ("gpt-oss-120b", cfg.GPT_OSS_120B, "gpt-oss-120b"),
+    ("gpt-oss-20b", cfg.GPT_OSS_20B, "gpt-oss-20b"),
 ]
 
 

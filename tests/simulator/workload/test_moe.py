@@ -197,6 +197,7 @@ def test_sliding_window_layers_attend_over_the_window_only() -> None:
         ("qwen3-30b-a3b", 30.5, 3.3),
         ("qwen3-235b-a22b", 235.0, 22.0),
         ("gpt-oss-120b", 116.8, None),  # 5.1B active counts no embeddings
+        ("gpt-oss-20b", 20.9, None),  # the card's 20.91B total
         ("llama4-scout", 109.0, 17.0),
         ("llama4-maverick", 400.0, 17.0),
     ],
