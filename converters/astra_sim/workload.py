@@ -11,12 +11,12 @@ ASTRA-sim issues ready nodes in ascending id.
 
 from __future__ import annotations
 
-import bisect
 import enum
 from collections import Counter
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
+from lumos.converters.astra_sim.cpu_gaps import idle_gaps, tail_gap
 from lumos.converters.astra_sim.graph import (
     RankGraph,
     fold_dependencies,
@@ -30,12 +30,11 @@ from lumos.converters.astra_sim.nodes import (
     Kind,
     classify,
     delay_node,
-    duration_ns,
     exported_node,
     start_ns,
 )
 from lumos.converters.chakra.attrs import get_attr
-from lumos.converters.chakra.conventions import START_NS, STREAM
+from lumos.converters.chakra.conventions import STREAM
 from lumos.errors import ExportError
 from lumos.proto import pb
 
@@ -113,7 +112,8 @@ def export_rank(
 
     result = RankExport(graph.rank, graph.path, [], Counter(kinds))
     kept_order = [p for p in order if kept[p]]
-    gaps = _idle_gaps(graph, kept_order, folded, chain) if options.cpu_gaps is CpuGaps.DELAY else {}
+    delays_on = options.cpu_gaps is CpuGaps.DELAY
+    gaps = idle_gaps(graph, kept_order, folded, chain) if delays_on else {}
     # every node is mapped before any is linked: a refused node must not leave its
     # dependents pointing at an id that was never assigned, and every refusal is listed
     mapped: dict[int, pb.Node] = {}
@@ -147,7 +147,7 @@ def export_rank(
         node.ctrl_deps.extend(ctrl)
         new_id[pos] = node.id
         result.nodes.append(node)
-    tail = _tail_gap(graph, kept_order) if options.cpu_gaps is CpuGaps.DELAY else 0
+    tail = tail_gap(graph, kept_order) if delays_on else 0
     if tail >= options.min_gap_ns:
         _append_tail(result, tail)
     if options.strict and result.fixes:
@@ -194,52 +194,6 @@ def _listed(problems: list[str], limit: int = 20) -> str:
     return f"{len(problems)} problem(s):\n  {shown}{more}"
 
 
-def _idle_gaps(
-    graph: RankGraph, kept_order: list[int], folded: dict[int, list[int]], chain: dict[int, int]
-) -> dict[int, int]:
-    """{kept position: ns the rank's GPU sat idle between its dependencies and its start}.
-
-    Only for ETs that record `start_ns` (relative to the step start). Idle = no kept node
-    of the rank was running: that time went to CPU work the export dropped.
-    """
-    timed = [p for p in kept_order if get_attr(graph.nodes[p], START_NS) is not None]
-    if not timed:
-        return {}
-    span = {p: (start_ns(graph.nodes[p]) or 0, duration_ns(graph.nodes[p])) for p in timed}
-    busy = _merged((s, s + d) for s, d in span.values())
-    begins = [b for b, _ in busy]
-    prefix = [0]
-    for b, e in busy:
-        prefix.append(prefix[-1] + e - b)
-    gaps: dict[int, int] = {}
-    for pos in timed:
-        deps = [*folded[pos], *([chain[pos]] if pos in chain else [])]
-        if any(d not in span for d in deps):
-            continue
-        ready = max((span[d][0] + span[d][1] for d in deps), default=0)
-        start = span[pos][0]
-        if start > ready:
-            gaps[pos] = start - ready - _covered(busy, begins, prefix, ready, start)
-    return gaps
-
-
-def _tail_gap(graph: RankGraph, kept_order: list[int]) -> int:
-    """ns the rank kept working on the CPU after its last kept node ended (e.g. optimizer)."""
-    ends = [
-        (start_ns(n) or 0) + duration_ns(n)
-        for n in graph.nodes
-        if get_attr(n, START_NS) is not None
-    ]
-    kept_ends = [
-        (start_ns(graph.nodes[p]) or 0) + duration_ns(graph.nodes[p])
-        for p in kept_order
-        if get_attr(graph.nodes[p], START_NS) is not None
-    ]
-    if not ends or not kept_ends:
-        return 0
-    return max(0, max(ends) - max(kept_ends))
-
-
 def _append_tail(result: RankExport, gap_ns: int) -> None:
     """A last delay node after every sink: the CPU work that ends the step."""
     used = {d for n in result.nodes for d in (*n.data_deps, *n.ctrl_deps)}
@@ -250,31 +204,6 @@ def _append_tail(result: RankExport, gap_ns: int) -> None:
     result.nodes.append(tail)
     result.delays += 1
     result.delay_ns += gap_ns
-
-
-def _merged(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for begin, end in sorted(intervals):
-        if out and begin <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], end))
-        else:
-            out.append((begin, end))
-    return out
-
-
-def _covered(
-    busy: list[tuple[int, int]], begins: list[int], prefix: list[int], lo: int, hi: int
-) -> int:
-    """ns of [lo, hi) covered by the disjoint sorted `busy` intervals."""
-    first = max(bisect.bisect_right(begins, lo) - 1, 0)
-    last = bisect.bisect_left(begins, hi)
-    total = prefix[last] - prefix[first]
-    if first < last:
-        b, e = busy[first]
-        total -= max(0, min(e, lo) - b)
-        b, e = busy[last - 1]
-        total -= max(0, e - max(b, hi))
-    return max(total, 0)
 
 
 def check_ranks(ranks: Sequence[int], npus: int) -> None:

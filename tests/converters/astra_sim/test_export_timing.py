@@ -8,10 +8,21 @@ from pathlib import Path
 
 import pytest
 
+from lumos.converters.chakra.attrs import attrs_dict
+from lumos.converters.chakra.stream import read_et
+from lumos.proto import pb
 from lumos.simulator.network.astra import AstraPricer
 from lumos.simulator.run import Mode, SimOptions, simulate
 from tests.conftest import fixture_path
-from tests.converters.astra_sim.test_export import MICRO, RING, T2D, T2D_GROUPS, export
+from tests.converters.astra_sim.test_export import (
+    MICRO,
+    RING,
+    T2D,
+    T2D_GROUPS,
+    export,
+    node,
+    write_trace,
+)
 
 
 def _ring_files(tmp_path: Path, npus: int, local_mem_bw: int) -> tuple[Path, Path]:
@@ -82,3 +93,26 @@ def test_ring_and_t2d_bundles_run_in_astra_mode(tmp_path: Path) -> None:
     export(fixture_path(T2D), tmp_path / "t2d", comm_groups_file=fixture_path(T2D_GROUPS))
     t2d = simulate_bundle(tmp_path / "t2d")
     assert len(t2d) == 16 and min(t2d) > 100_000  # 100 µs of compute between collectives
+
+
+def _timed(nid: int, start: int, dur: int, deps: tuple[int, ...], **kw: object) -> pb.Node:
+    """A node with recorded times: a CPU op (tid), a kernel (stream) or a collective."""
+    ntype = pb.COMM_COLL_NODE if "comm_type" in kw else pb.COMP_NODE
+    kw.setdefault("is_cpu_op", "tid" in kw)
+    return node(nid, f"n{nid}", ntype, deps, start_ns=start, dur_ns=dur, **kw)
+
+
+def test_idle_time_before_kernels_of_two_streams_is_delayed_once(tmp_path: Path) -> None:
+    """Two kernels ready at 0, launched at 5000 and 9000: the GPU waited 8000 ns, not 13000
+    (each stream's delay counted 0-5000 again; ASTRA-sim queues both on one compute slot)."""
+    rank = [
+        _timed(0, 0, 9000, (), tid=1),
+        _timed(1, 5000, 1000, (), stream=7),
+        _timed(2, 9000, 1000, (), stream=9),
+    ]
+    summary = export(write_trace(tmp_path / "in", [rank, list(rank)]), tmp_path / "b")
+    _, nodes = read_et(tmp_path / "b" / "workload" / "t.0.et")
+    gaps = {n.name: attrs_dict(n)["dur_ns"] for n in nodes if n.name.startswith("cpu_gap")}
+    assert gaps == {"cpu_gap_before:n1": 5000, "cpu_gap_before:n2": 3000}
+    assert summary.delay_ns == 2 * 8000
+    assert simulate_bundle(tmp_path / "b") == [10000, 10000]  # n2 ends when it did
