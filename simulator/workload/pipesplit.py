@@ -43,7 +43,7 @@ from lumos.limits import MAX_LAYERS
 from lumos.simulator.workload.framework import profile
 
 
-class _Plan(Protocol):
+class SplitPlan(Protocol):
     """The plan fields a split reads (`plan.ParallelPlan`)."""
 
     @property
@@ -64,7 +64,7 @@ class _Plan(Protocol):
     def framework(self) -> str: ...
 
 
-def uneven(plan: _Plan) -> bool:
+def uneven(plan: SplitPlan) -> bool:
     """Whether `plan` asks for anything but the even split."""
     return bool(
         plan.pp_layout
@@ -98,7 +98,7 @@ def parse_layout(text: str) -> list[str]:
     return s.split("|")
 
 
-def lenient_note(plan: _Plan, layers: int) -> str | None:
+def lenient_note(plan: SplitPlan, layers: int) -> str | None:
     """What the default split assumed when `layers` do not divide over pp x vp chunks, for
     the estimate to state: torchtitan's split points as its profile runs them, or the
     even split Megatron-Core refuses; None when they divide or the split is given."""
@@ -131,7 +131,7 @@ def _runs(counts: list[int]) -> list[str]:
     return [f"{n}" if k == 1 else f"{n} x {k}" for n, k in out]
 
 
-def _torchtitan(plan: _Plan) -> bool:
+def _torchtitan(plan: SplitPlan) -> bool:
     return profile(plan.framework).pp_split == "torchtitan"
 
 
@@ -151,7 +151,7 @@ def torchtitan_split(layers: int, chunks: int) -> list[int]:
     return out
 
 
-def chunk_layers(plan: _Plan, layers: int, mtp_layers: int = 0) -> list[int]:
+def chunk_layers(plan: SplitPlan, layers: int, mtp_layers: int = 0) -> list[int]:
     """Decoder layers of every model chunk, in virtual-stage order (module doc).
 
     Raises ConfigError for a split that does not add up or that Megatron-Core refuses.
@@ -200,7 +200,7 @@ def chunk_layers(plan: _Plan, layers: int, mtp_layers: int = 0) -> list[int]:
     return out
 
 
-def _first_last(plan: _Plan, layers: int) -> list[int]:
+def _first_last(plan: SplitPlan, layers: int) -> list[int]:
     """Layers per pipeline stage with `first_stage_layers` / `last_stage_layers`."""
     first, last = plan.first_stage_layers, plan.last_stage_layers
     rest, stages = layers, plan.pp
@@ -224,7 +224,7 @@ def _first_last(plan: _Plan, layers: int) -> list[int]:
     return out
 
 
-def _over_vp(plan: _Plan, per_stage: list[int]) -> list[int]:
+def _over_vp(plan: SplitPlan, per_stage: list[int]) -> list[int]:
     """Per-chunk layers from per-stage ones: each stage's count / vp (it must divide)."""
     for stage, n in enumerate(per_stage):
         if n % plan.vp:
@@ -235,7 +235,7 @@ def _over_vp(plan: _Plan, per_stage: list[int]) -> list[int]:
     return [per_stage[v % plan.pp] // plan.vp for v in range(plan.pp * plan.vp)]
 
 
-def _from_layout(plan: _Plan, layers: int, mtp_layers: int) -> list[int]:
+def _from_layout(plan: SplitPlan, layers: int, mtp_layers: int) -> list[int]:
     parts = parse_layout(plan.pp_layout)
     chunks = plan.pp * plan.vp
     text = plan.pp_layout
