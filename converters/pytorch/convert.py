@@ -291,6 +291,11 @@ def _convert_rank(
     summary = _summary(item.rank, str(path), table, step_name, step_ns, report, sources)
     if trace is not None:
         summary.steps, summary.step_chosen_by = window.steps, window.chosen_by
+        if trace.unpaired_events:
+            summary.notes.append(
+                f"{trace.path}: {trace.unpaired_events} 'B'/'E' duration event(s) without a "
+                f"partner on their thread were not read ({trace.paired_events} pairs were)"
+            )
     if host is not None and host.declared_schema != host.schema.version:
         summary.notes.append(
             f"{item.host.path if item.host else ''}: host-ET schema "

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from lumos.converters.pytorch.duration_pairs import DurationPairs
 from lumos.converters.pytorch.json_stream import TraceFile, read_array_document
 from lumos.errors import TraceFormatError
 
@@ -96,6 +97,9 @@ class KinetoTrace:
     args: dict[int, dict[str, Any]] = field(default_factory=dict)
     distributed: dict[str, Any] = field(default_factory=dict)
     device_name: str = ""
+    #: "B"/"E" duration pairs read as complete events, and halves left without a partner
+    paired_events: int = 0
+    unpaired_events: int = 0
 
     @property
     def rank(self) -> int | None:
@@ -224,6 +228,7 @@ class _Columns:
         self.parts: list[dict[str, np.ndarray]] = []
         self.args: dict[int, dict[str, Any]] = {}
         self.count = 0
+        self.pairs = DurationPairs()
 
     def _cat(self, cat: Any) -> tuple[int, int] | None:
         kind = CATEGORIES.get(cat) if isinstance(cat, str) else None
@@ -256,7 +261,10 @@ class _Columns:
         row = self.count
         gpu = int(Kind.GPU)
         for raw in batch:
-            if type(raw) is not dict or raw.get("ph") != "X":
+            if type(raw) is not dict:
+                continue
+            ph = raw.get("ph")
+            if ph != "X" and (ph not in ("B", "E") or (raw := self.pairs.feed(raw)) is None):
                 continue
             cat = raw.get("cat", "")
             info = cat_info.get(cat, _UNSEEN)
@@ -333,6 +341,7 @@ class _Columns:
 
     def finish(self, trace: KinetoTrace) -> None:
         trace.names, trace.cats, trace.args = self.names, self.cats, self.args
+        trace.paired_events, trace.unpaired_events = self.pairs.paired, self.pairs.unpaired
         for key in ("kind", "name", "cat", "ts", "dur", *_INT_COLUMNS):
             if self.parts:
                 setattr(trace, key, np.concatenate([p[key] for p in self.parts]))
