@@ -35,6 +35,8 @@ SCHEMA_VERSION = "1.2"
 #: options that change only how a result is shown, not what it is
 _PRESENTATION = frozenset({"as_json", "force"})
 _HW_FILES = ("astra_sim_system", "astra_sim_network")
+#: root-context flag: a document (result or error) is on stdout already
+_WRITTEN = "lumos.json_written"
 
 
 def start_clock(ctx: click.Context) -> None:
@@ -111,16 +113,17 @@ def envelope(
 ) -> dict[str, Any]:
     """Wrap `result` for the running click command (inputs and options read from it)."""
     ctx = click.get_current_context()
-    ctx.find_root().meta["lumos.json_written"] = True
+    ctx.find_root().meta[_WRITTEN] = True
     hw = hardware if hardware is not None else _hardware(ctx.params)
     return _document(ctx, hw, ("result", result), timings)
 
 
-def wants_error_envelope(ctx: click.Context | None) -> bool:
-    """True when the failing command was asked for `--json` and has printed no document."""
-    if ctx is None or not ctx.params.get("as_json"):
+def wants_error_envelope(ctx: click.Context, asked: bool | None = None) -> bool:
+    """True when the failing command was asked for `--json` (`asked`, else its parsed
+    option) and has printed no document yet."""
+    if not (ctx.params.get("as_json") if asked is None else asked):
         return False
-    return not ctx.find_root().meta.get("lumos.json_written")
+    return not ctx.find_root().meta.get(_WRITTEN)
 
 
 def error_envelope(
@@ -135,7 +138,8 @@ def error_envelope(
 
 
 def write_error_envelope(ctx: click.Context, exc: BaseException, code: int, message: str) -> None:
-    """Print `error_envelope` on stdout; a closed stdout is left to the stderr line."""
+    """Print `error_envelope` on stdout, once; a closed stdout is left to the stderr line."""
+    ctx.find_root().meta[_WRITTEN] = True
     doc = error_envelope(ctx, exc, code, message.removeprefix("error: "))
     try:
         sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")

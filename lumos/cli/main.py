@@ -173,12 +173,10 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except click.UsageError as exc:
-            if "--json" in argv and exc.ctx is not None:
+            if exc.ctx is not None:
                 from lumos.cli.envelope import wants_error_envelope, write_error_envelope
 
-                exc.ctx.params.setdefault("as_json", True)
-                if wants_error_envelope(exc.ctx):
-                    exc.ctx.find_root().meta["lumos.json_written"] = True
+                if wants_error_envelope(exc.ctx, asked="--json" in argv):
                     write_error_envelope(exc.ctx, exc, exc.exit_code, exc.format_message())
             raise
 
