@@ -208,11 +208,11 @@ def _mlp_forward(blk: Block, ctx: Ctx, tag: str, src: int) -> tuple[int, ...]:
     T, h = ctx.T, ctx.h
     ew.input_casts(blk, ctx, f"{tag}.fc1", T * h, 2 if ctx.model.gated else 1)
     gathered_gemm(blk, ctx, f"{tag}.fc1", (T, ctx.up_width, h), src, None)
-    lora.forward(blk, ctx, f"{tag}.fc1", "fc1")
+    lora.forward(blk, ctx, f"{tag}.fc1")
     ew.activation(blk, ctx, f"{tag}.activation")
     _fc2_cast(blk, ctx, f"{tag}.fc2")
     rs = _reduced_gemm(blk, ctx, f"{tag}.fc2", (T, h, ctx.ffn))
-    return (*rs, *lora.forward(blk, ctx, f"{tag}.fc2", "fc2"))
+    return (*rs, *lora.forward(blk, ctx, f"{tag}.fc2"))
 
 
 def attn_forward(
@@ -230,7 +230,7 @@ def attn_forward(
     else:
         ew.input_casts(blk, ctx, f"{tag}.qkv", T * h, 3)
         gathered_gemm(blk, ctx, f"{tag}.qkv", (T, ctx.qkv_width, h), ln, None)
-        lora.forward(blk, ctx, f"{tag}.qkv", "qkv")
+        lora.forward(blk, ctx, f"{tag}.qkv")
         ew.qk_norm(blk, ctx, f"{tag}.qk_norm")
         if ctx.model.position == "rope":
             ew.rope(blk, ctx, f"{tag}.rope")
@@ -238,7 +238,7 @@ def attn_forward(
     attention_fwd(blk, ctx, tag, _window(ctx, index))
     _cast(blk, ctx, f"{tag}.proj", T * ctx.attn_out_width)
     rs = _reduced_gemm(blk, ctx, f"{tag}.proj", (T, h, ctx.attn_out_width))
-    rs = (*rs, *lora.forward(blk, ctx, f"{tag}.proj", "proj"))
+    rs = (*rs, *lora.forward(blk, ctx, f"{tag}.proj"))
     rs = _post_norm(blk, ctx, f"{tag}.post_attn_norm", rs)
     blk.compute(f"{tag}.residual1", *ctx.mem(ctx.T_sp * h * BF16 * 3), waits=rs)
     return ew.norm(blk, ctx, f"{tag}.norm2")
@@ -280,7 +280,7 @@ def _row_backward(blk: Block, ctx: Ctx, name: str, n: int, k: int) -> None:
     """Backward of a row-parallel linear (fwd M=T, N=n, K=k): its LoRA adapter's (`lora`),
     gather dY, dgrad, wgrad (none for a frozen weight)."""
     T = ctx.T
-    lora.backward(blk, ctx, name, name.rsplit(".", 1)[-1])
+    lora.backward(blk, ctx, name)
     ub = ctx.sp and _userbuffers(ctx)  # dY cast on the shard and all-gathered in FP8
     fp8.grad_cast(blk, ctx, f"{name}.grad", T * n, gathered=ub)
     ew.bias_grad(blk, ctx, name, T * n)
@@ -310,7 +310,7 @@ def col_backward(
     re-gather nor the wgrad runs; a LoRA adapter's backward runs first (`lora`)."""
     T, t = ctx.T, ctx.plan.tp
     wgrad = wgrad and not ctx.plan.lora_rank
-    adapter = lora.backward(blk, ctx, name, name.rsplit(".", 1)[-1]) if dtype is None else ()
+    adapter = lora.backward(blk, ctx, name) if dtype is None else ()
     if dtype is None:  # a layer's linear (the output layer passes its dtype, no bias)
         fp8.grad_cast(blk, ctx, f"{name}.grad", T * n)
         ew.bias_grad(blk, ctx, name, T * n)

@@ -165,9 +165,16 @@ def _bf16(ctx: Ctx, m: int, n: int, k: int, wgrad: bool = False) -> tuple[float,
     return ctx.gemm(m, n, k, "bf16", wgrad)
 
 
-def forward(blk: Block, ctx: Ctx, name: str, kind: str) -> tuple[int, ...]:
-    """The adapter beside base linear `name` (of `kind`) after its GEMM, and its add into
-    the base output; returns what the consumer waits for (nothing without an adapter)."""
+def _kind(name: str) -> str:
+    """A base linear's kind, the last part of its node name: "<layer>.fc1" → "fc1"."""
+    return name.rsplit(".", 1)[-1]
+
+
+def forward(blk: Block, ctx: Ctx, name: str) -> tuple[int, ...]:
+    """The adapter beside base linear `name` (of kind `_kind(name)`) after its GEMM, and
+    its add into the base output; returns what the consumer waits for (nothing without an
+    adapter)."""
+    kind = _kind(name)
     if not ctx.plan.lora_rank or kind not in targets(ctx.plan.lora_targets):
         return ()
     T, h, r, t = ctx.T, ctx.h, ctx.plan.lora_rank, ctx.plan.tp
@@ -206,10 +213,11 @@ def _out_exchange(blk: Block, ctx: Ctx, name: str, after: int) -> int:
     return blk.coll(f"{name}.all_gather", TP_STREAM, ALL_GATHER, shard, TP, after)
 
 
-def backward(blk: Block, ctx: Ctx, name: str, kind: str) -> tuple[int, ...]:
+def backward(blk: Block, ctx: Ctx, name: str) -> tuple[int, ...]:
     """The adapter's backward beside base linear `name` (before the base's data gradient,
     as autograd runs the later-created branch first): B's dgrad and wgrad, A's dgrad and
     wgrad; returns the input-gradient reductions the next op waits for."""
+    kind = _kind(name)
     if not ctx.plan.lora_rank or kind not in targets(ctx.plan.lora_targets):
         return ()
     T, h, r, t = ctx.T, ctx.h, ctx.plan.lora_rank, ctx.plan.tp
