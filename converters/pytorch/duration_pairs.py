@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+#: the phases of a begin / end pair
+PAIRED = ("B", "E")
+
 
 class DurationPairs:
     """Open "B" events per (pid, tid), closed by "E" into complete events."""

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from lumos.converters.pytorch.duration_pairs import DurationPairs
+from lumos.converters.pytorch.duration_pairs import PAIRED, DurationPairs
 from lumos.converters.pytorch.json_stream import TraceFile, read_array_document
 from lumos.errors import TraceFormatError
 
@@ -264,7 +264,7 @@ class _Columns:
             if type(raw) is not dict:
                 continue
             ph = raw.get("ph")
-            if ph != "X" and (ph not in ("B", "E") or (raw := self.pairs.feed(raw)) is None):
+            if ph != "X" and (ph not in PAIRED or (raw := self.pairs.feed(raw)) is None):
                 continue
             cat = raw.get("cat", "")
             info = cat_info.get(cat, _UNSEEN)
@@ -363,9 +363,10 @@ def load_kineto(source: TraceFile) -> KinetoTrace:
 
 
 def _malformed(batch: list[Any]) -> tuple[int, str | None]:
-    """The first complete event whose name, category or args have the wrong JSON type."""
+    """The first complete event (or half of a pair) whose name, category or args have the
+    wrong JSON type."""
     for index, raw in enumerate(batch):
-        if type(raw) is not dict or raw.get("ph") != "X":
+        if type(raw) is not dict or (raw.get("ph") != "X" and raw.get("ph") not in PAIRED):
             continue
         for key, want in (("name", str), ("cat", str), ("args", dict)):
             value = raw.get(key)

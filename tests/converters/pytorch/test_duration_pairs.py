@@ -15,6 +15,7 @@ import pytest
 from lumos.converters.chakra.stream import read_et
 from lumos.converters.pytorch.convert import convert
 from lumos.converters.pytorch.duration_pairs import DurationPairs
+from lumos.errors import TraceFormatError
 from lumos.simulator.report.compare import compare
 from lumos.simulator.report.measured import read_measured
 from lumos.simulator.run import simulate
@@ -86,6 +87,19 @@ def test_a_half_without_its_partner_is_counted(tmp_path: Path) -> None:
     (note,) = result.ranks[0].notes
     assert "2 'B'/'E' duration event(s) without a partner" in note and "(0 pairs were)" in note
     assert any("without a partner" in p for p in result.problems)
+
+
+def test_a_malformed_begin_is_named(tmp_path: Path) -> None:
+    """A "B" whose name is not a string is rejected naming the file, the event and its
+    index, as a malformed complete event is."""
+    k = _step()
+    k.events.append({"ph": "B", "cat": "cpu_op", "name": 5, "pid": 1, "tid": 1, "ts": 1170.0})
+    k.events.append({"ph": "E", "pid": 1, "tid": 1, "ts": 1175.0})
+    path = k.write(tmp_path / "r0.json.gz")
+    with pytest.raises(TraceFormatError) as err:
+        convert([path], tmp_path / "out", prefix="t")
+    assert str(path) in str(err.value) and "event 'name' is 5, not a string" in str(err.value)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
 def test_pairs_nest_per_thread_and_end_args_merge() -> None:
