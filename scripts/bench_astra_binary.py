@@ -99,6 +99,9 @@ def main() -> None:
     for name, target, kw in cases():
         for backend in backends:
             out = CACHE / "bundles" / f"{name}-{backend}".replace(" ", "_")
+            # the script's own cache: bundles run by older lumos versions hold the binary's
+            # `log/`, which --force rightly refuses to delete
+            shutil.rmtree(out, ignore_errors=True)
             summary = export_astra_sim(
                 ExportRequest(str(target), out, hw="h100", force=True, backend=backend, **kw)  # type: ignore[arg-type]
             )

@@ -4,7 +4,9 @@ ASTRA-sim prints `sys[R] finished, T cycles, exposed communication X cycles.` on
 rank that completes (1 cycle = 1 ns) and exits 0 even when a rank never finishes, so a
 run is complete only when every rank 0..N-1 printed its line. `run_bundle` runs the same
 command line as the bundle's `run.sh` and raises if the binary fails, times out or leaves
-a rank unfinished.
+a rank unfinished. Its logs go to a temporary folder (`--logging-folder`): by default the
+binary writes `log/` into the bundle, which `export --force` then refuses to delete as a
+file it did not write, so a second export or benchmark run of the same bundle failed.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,12 +74,13 @@ def run_bundle(bundle: str | Path, binary: str, ranks: int, timeout_s: float = 6
     """Run `binary` on a bundle folder. Raises ExportError if it fails, times out or
     leaves a rank unfinished (naming the ranks and the binary's error lines)."""
     root = Path(bundle)
-    argv = [binary, *run_command_args(root)]
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(
-            argv, cwd=root, capture_output=True, text=True, timeout=timeout_s, check=False
-        )
+        with tempfile.TemporaryDirectory(prefix="lumos-astra-log-") as logs:
+            argv = [binary, *run_command_args(root), f"--logging-folder={logs}"]
+            proc = subprocess.run(
+                argv, cwd=root, capture_output=True, text=True, timeout=timeout_s, check=False
+            )
     except subprocess.TimeoutExpired:
         raise ExportError(
             f"{root}: ASTRA-sim ({binary}) ran past {timeout_s:.0f} s; a rank probably waits "

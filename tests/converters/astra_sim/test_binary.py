@@ -293,3 +293,16 @@ def test_two_dimensional_uneven_arrivals_equal_the_binary(
     assert load_astra_network(tmp_path / "b" / "network.yml").npus_count == (8, 2)
     real, ours = both(tmp_path / "b", astra_bin[UNAWARE], 16)
     assert ours == real and len(set(real)) >= 8
+
+
+def test_rerun_of_a_bundle_the_binary_ran_replaces_it(
+    astra_bin: dict[str, str], tmp_path: Path
+) -> None:
+    """The binary writes its logs to a temporary folder, not `log/` in the bundle, so the
+    bundle holds only what the export wrote and `--force` (the benchmark's rerun) replaces it."""
+    trace = fixture_path(MICRO.format(kind="all_reduce", n=4))
+    summary = export(trace, tmp_path / "b")
+    first = run_bundle(tmp_path / "b", astra_bin[UNAWARE], summary.ranks).finish_ns
+    assert not (tmp_path / "b" / "log").exists()
+    export(trace, tmp_path / "b", force=True)
+    assert run_bundle(tmp_path / "b", astra_bin[UNAWARE], summary.ranks).finish_ns == first
