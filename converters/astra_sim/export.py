@@ -24,6 +24,7 @@ from lumos.converters.astra_sim.graph import build_rank_graph
 from lumos.converters.astra_sim.groups import GroupTable
 from lumos.converters.astra_sim.hw import astra_memory, astra_network, astra_system, one_dimensional
 from lumos.converters.astra_sim.nodes import Fix, Kind
+from lumos.converters.astra_sim.p2p_window import carried_p2p
 from lumos.converters.astra_sim.preflight import PreflightReport
 from lumos.converters.astra_sim.readme import render_readme
 from lumos.converters.astra_sim.run_script import BACKEND_BINARY, shell_command
@@ -111,13 +112,18 @@ def export_astra_sim(request: ExportRequest) -> ExportSummary:
         with source.open() as reader:
             nodes = list(reader)
             groups.learn(reader.metadata, nodes, source.path)
-        loaded.append((source, nodes))
+        loaded.append((source, reader.metadata, nodes))
+    carried = carried_p2p([(source.rank, meta, nodes) for source, meta, nodes in loaded])
     exports: list[RankExport] = []
     problems: list[str] = []
-    for source, nodes in loaded:
+    for source, _, nodes in loaded:
         try:
             graph = build_rank_graph(source.rank, source.path, nodes)
-            exports.append(export_rank(graph, groups, network.npus_count, request.options))
+            exports.append(
+                export_rank(
+                    graph, groups, network.npus_count, request.options, carried.of(source.rank)
+                )
+            )
         except ExportError as exc:
             problems.append(str(exc))
     if problems:
@@ -139,7 +145,10 @@ def export_astra_sim(request: ExportRequest) -> ExportSummary:
         ),
         backend=request.backend,
     )
-    summary = _summary(request, prefix, exports, groups, network, system, config_notes)
+    note = carried.note()
+    summary = _summary(
+        request, prefix, exports, groups, network, system, config_notes + ([note] if note else [])
+    )
 
     def readme(report: PreflightReport) -> str:
         summary.preflight = report

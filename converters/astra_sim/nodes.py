@@ -36,6 +36,8 @@ class Kind(enum.Enum):
     METADATA = "metadata"
     MEMORY = "memory load/store"
     INVALID = "invalid"
+    #: a send or receive whose partner lies outside the window (`p2p_window`)
+    CARRIED_P2P = "send/recv paired outside the window"
 
     @property
     def kept(self) -> bool:

@@ -84,9 +84,12 @@ def export_rank(
     groups: GroupTable,
     npus_count: Sequence[int],
     options: ExportOptions,
+    carried: frozenset[int] = frozenset(),
 ) -> RankExport:
-    """Map one rank. Raises ExportError naming rank, node and fix if it cannot be run."""
-    kinds = [classify(n) for n in graph.nodes]
+    """Map one rank; `carried`: ids of its sends/receives whose partner lies outside the
+    window (`p2p_window`), dropped. Raises ExportError naming rank, node and fix if it
+    cannot be run."""
+    kinds = [Kind.CARRIED_P2P if n.id in carried else classify(n) for n in graph.nodes]
     kept = [k.kept for k in kinds]
     if not any(kept):
         counts = Counter(k.value for k in kinds)

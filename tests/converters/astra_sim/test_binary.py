@@ -61,12 +61,13 @@ def test_fixture_bundles_equal_the_binary_per_rank(
 def test_pipeline_capture_equals_the_binary_per_rank(
     astra_bin: dict[str, str], tmp_path: Path
 ) -> None:
-    """gloo send/recv between two stages, CPU gaps as delay nodes: exact per rank."""
+    """gloo send/recv between two stages, CPU gaps as delay nodes: exact per rank (75.6 /
+    50.8 ms before the receives of the previous step's sends were dropped)."""
     convert = pytest.importorskip("lumos.converters.pytorch.convert").convert
     convert([DATA / "captures" / "pipeline"], tmp_path / "et", prefix="pipeline")
     export(tmp_path / "et", tmp_path / "b")
     real, ours = both(tmp_path / "b", astra_bin[UNAWARE], 2)
-    assert real == ours == [75_601_288, 50_778_932]
+    assert real == ours == [63_256_288, 50_839_644]
 
 
 @pytest.mark.parametrize("capture", ["ddp", "fsdp"])
