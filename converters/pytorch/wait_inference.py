@@ -4,7 +4,10 @@ Kineto names the event a `cudaStreamWaitEvent` waits on only in its `cuda_sync` 
 (when the profiler enables them); older PyTorch/Kineto and ROCm traces keep the bare call
 (`hipStreamWaitEvent` too), and some do not record `cudaEventRecord` at all. The
 dependency is still in the launching thread's program order. The stream that waits is the
-stream of the next launch after the wait. What it waits for: when the thread records
+stream of the next launch after the wait; a wait after the thread's last launch (DDP's
+`work.wait()` on the last bucket's all-reduce, whose next kernel on that stream the main
+thread launches) makes the thread's current stream wait: the latest stream it launched
+on other than the one waited for. What it waits for: when the thread records
 events, the event recorded last before the wait (on the stream the trace names, else the
 stream of the launch before the record); a record on the waiting stream itself orders
 nothing (`same_stream`). Without records, the most recently launched other stream; k
@@ -85,7 +88,8 @@ def infer_waits(table: TaskTable, calls: ThreadCalls, index: StreamIndex) -> dic
         if found is None:
             counts["rejected"] += 1
             continue
-        table.add_data(found.dst, found.src)
+        if found.src not in table.data_of(found.dst):  # waits in a row may name one op
+            table.add_data(found.dst, found.src)
         counts["inferred"] += 1
         if found.record >= 0:
             rec = table.attrs_of(found.record)
@@ -110,11 +114,17 @@ def _pairs(table: TaskTable, calls: ThreadCalls, index: StreamIndex) -> list[_Fo
     rec_pos = calls.record.tolist()
     for p in calls.wait.tolist():
         target_pos = int(nxt[p + 1])
-        if target_pos >= n:
-            out.append("unresolved")
+        k = bisect.bisect_left(rec_pos, p) - 1
+        if target_pos >= n:  # no launch after it on this thread: its current stream waits
+            trailing = _trailing(calls, recent, p, k)
+            if trailing is None:
+                out.append("unresolved")
+                continue
+            target, stream, at = trailing
+            record = int(calls.task[rec_pos[k]]) if k >= 0 else -1
+            out.append(_edge(table, index, int(calls.task[p]), target, stream, at, record))
             continue
         target = int(launched[target_pos])
-        k = bisect.bisect_left(rec_pos, p) - 1
         record = -1
         earlier: tuple[tuple[int, int], ...] = ()
         if k >= 0:  # the event recorded last before the wait, on its stream
@@ -133,14 +143,62 @@ def _pairs(table: TaskTable, calls: ThreadCalls, index: StreamIndex) -> list[_Fo
                 continue
             at, stream = max(cands)
             taken.add(stream)
-        wait_task = int(calls.task[p])
-        src = index.last_before(stream, int(table.start[calls.task[at]]) + 1)
-        dst = index.first_after(target, int(table.start[wait_task]))
-        if src is None or dst is None or stream < 0:
-            out.append("unresolved")
-            continue
-        out.append(_Found(wait_task, target, src, dst, record, earlier))
+        out.append(
+            _edge(
+                table,
+                index,
+                int(calls.task[p]),
+                target,
+                stream,
+                int(calls.task[at]),
+                record,
+                earlier,
+            )
+        )
     return out
+
+
+def _edge(
+    table: TaskTable,
+    index: StreamIndex,
+    wait_task: int,
+    target: int,
+    stream: int,
+    at: int,
+    record: int,
+    earlier: tuple[tuple[int, int], ...] = (),
+) -> _Found | str:
+    """The wait's edge: from the last op of `stream` launched before the runtime call `at`
+    (a record or a launch) to the first op of `target` launched after the wait."""
+    src = index.last_before(stream, int(table.start[at]) + 1)
+    dst = index.first_after(target, int(table.start[wait_task]))
+    if src is None or dst is None or stream < 0:
+        return "unresolved"
+    return _Found(wait_task, target, src, dst, record, earlier)
+
+
+def _trailing(
+    calls: ThreadCalls, recent: dict[int, np.ndarray], p: int, k: int
+) -> tuple[int, int, int] | None:
+    """(waiting stream, stream waited for, task of the call it anchors on) of a wait after
+    the thread's last launch, or None. Its stream is the thread's current stream, but no
+    launch of the thread names it (DDP's last bucket: the autograd thread waits for the
+    all-reduce and the optimizer's next kernel on that stream comes from the main thread).
+    The stream waited for is the last record's (with records) or the last launch's; the
+    waiting one is the latest other stream the thread launched on."""
+    latest = {s: int(last[p]) for s, last in recent.items() if last[p] >= 0}
+    if k >= 0:
+        stream, at = int(calls.record_stream[k]), int(calls.record[k])
+    elif latest:
+        stream = max(latest, key=latest.__getitem__)
+        at = latest[stream]
+    else:
+        return None
+    others = {s: pos for s, pos in latest.items() if s != stream}
+    if stream < 0 or not others:
+        return None
+    target = max(others, key=others.__getitem__)
+    return target, stream, int(calls.task[at])
 
 
 def _records_before(

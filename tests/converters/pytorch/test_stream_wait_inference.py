@@ -166,3 +166,50 @@ def test_dlrm_waits_bring_back_the_stream_sync_wait(tmp_path: Path) -> None:
     assert any(a.startswith("ncclKernel") for a, _ in _edges(nodes))
     comparison = compare(simulate(tmp_path / "et" / "t"), read_measured(tmp_path / "et" / "t"))
     assert comparison.error_pct is not None and abs(comparison.error_pct) < 1.0
+
+
+def test_wait_after_the_threads_last_launch_makes_its_current_stream_wait(
+    tmp_path: Path,
+) -> None:
+    """DDP's last bucket: the autograd thread launches a kernel on s7 and the all-reduce on
+    the NCCL stream, then waits for it (`work.wait()`) and launches nothing more; the next
+    kernel on s7 comes from the main thread (the optimizer) and started when the all-reduce
+    ended. The wait has no launch after it on its thread: it was left unresolved and the
+    edge missing (PARAM's DLRM, every rank). Its stream is the thread's other stream, s7."""
+    k = Snippet()
+    k.step(1, 1000.0, 800.0)
+    k.launch("kernel_grad", 1005.0, stream=7, start=1010.0, dur=10.0, tid=2)
+    k.launch(
+        "ncclKernel_AllReduce_RING_LL_Sum_float", 1010.0, stream=20, start=1021.0, dur=500.0, tid=2
+    )
+    k.runtime("cudaStreamWaitEvent", 1020.0, 2.0, tid=2)
+    k.launch("kernel_optim", 1100.0, stream=7, start=1522.0, dur=10.0)
+    nodes, syncs = _convert(k.write(tmp_path / "rank0.json.gz"), tmp_path / "et")
+    assert _edges(nodes) == [("ncclKernel_AllReduce_RING_LL_Sum_float", "kernel_optim")]
+    assert (syncs["inferred"], syncs["unresolved"]) == (1, 0)
+    wait = next(attrs_dict(n) for n in nodes if n.name == "cudaStreamWaitEvent")
+    assert (wait["sync_stream"], wait["sync_inferred"]) == (7, True)
+
+
+def test_dlrm_last_all_reduce_orders_the_kernel_after_it(tmp_path: Path) -> None:
+    """PARAM's DLRM rank 0: the optimizer kernel that started 2 µs after the last all-reduce
+    ended (launched 0.5 ms before) now depends on it; the replay stays exact."""
+    with tarfile.open(fixture_path(f"{DLRM}/dlrm_kineto.tar.gz")) as tar:
+        member = next(m for m in tar.getmembers() if "worker0_" in m.name)
+        (tmp_path / "rank0.json").write_bytes(tar.extractfile(member).read())  # type: ignore[union-attr]
+    nodes, syncs = _convert(tmp_path / "rank0.json", tmp_path / "et")
+    by_id = {n.id: n for n in nodes}
+    ars = [n for n in nodes if n.name.startswith("ncclKernel_AllReduce")]
+    last = max(ars, key=lambda n: attrs_dict(n)["start_ns"])
+    end = attrs_dict(last)["start_ns"] + attrs_dict(last)["dur_ns"]
+    after = [
+        n
+        for n in nodes
+        if attrs_dict(n).get("stream") == 7 and 0 <= attrs_dict(n)["start_ns"] - end <= 2000
+    ]
+    assert len(after) == 1 and last.id in after[0].data_deps, [
+        by_id[d].name for d in after[0].data_deps
+    ]
+    assert syncs["unresolved"] <= 9
+    comparison = compare(simulate(tmp_path / "et" / "t"), read_measured(tmp_path / "et" / "t"))
+    assert comparison.error_pct is not None and abs(comparison.error_pct) < 0.1
