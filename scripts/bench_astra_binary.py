@@ -5,8 +5,8 @@ and wall time side by side (the same bundle, the same process).
 
 DIR holds AstraSim_Analytical_Congestion_{Unaware,Aware} (default: build.sh's cache).
 Prints one row per bundle: ranks, ranks identical, worst per-rank difference, step time
-of each, wall seconds of each and their ratio (binary / lumos). Converted captures are
-cached under /tmp/lumos_astra_bench.
+of each, wall seconds of each and their ratio (binary / lumos). Captures are converted
+afresh each run into /tmp/lumos_astra_bench (a few seconds), bundles written there too.
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ T2D = FIX / "astra-sim-artifacts/examples/T2D-analytical"
 
 
 def converted(name: str, inputs: list[Path]) -> Path:
-    out = CACHE / "et" / name
-    if not (out / "done").exists():
-        from lumos.converters.pytorch.convert import convert
+    """The capture converted by this checkout's `convert` (every run: ETs cached by an
+    older converter gave that converter's numbers)."""
+    from lumos.converters.pytorch.convert import convert
 
-        shutil.rmtree(out, ignore_errors=True)
-        convert(inputs, out, prefix=name)
-        (out / "done").write_text("")
+    out = CACHE / "et" / name
+    shutil.rmtree(out, ignore_errors=True)
+    convert(inputs, out, prefix=name)
     return out
 
 
