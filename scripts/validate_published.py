@@ -10,7 +10,8 @@ rows (`scripts/data/heldout_h100.csv`, `--heldout`), the held-out mixture-of-exp
 held-out torchtitan rows (`scripts/data/heldout_titan_h100.csv`, `--titan`), the fourth set
 (`heldout4_h100.csv`, `--heldout4`, `heldout4_rows.py`) and the fifth (`heldout5_h100.csv`,
 `--heldout5`: MLPerf Training logs, read with the fourth set's launch-script columns) and the
-hybrid Mamba-2 set (`hybrid_h100.csv`, `--hybrid`: Nemotron-H on DGX Cloud); see
+hybrid Mamba-2 set (`hybrid_h100.csv`, `--hybrid`: Nemotron-H on DGX Cloud) and NeMo
+AutoModel's LoRA runs on FSDP2 (`automodel_lora_h100.csv`, `--automodel-lora`); see
 `scripts/data/README.md`. A row's
 `hwconfig` column, where it has one, names the shipped system it ran on (or a system YAML
 in `scripts/data/`).
@@ -43,7 +44,7 @@ column says "no", or whose model lumos refuses, is listed as skipped with the re
 Nothing here is fitted.
 
     python scripts/validate_published.py [--heldout | --moe | --heldout2 | --heldout3 | --heldout4 | --heldout5 | --hybrid
-        | --titan | --csv PATH]
+        | --titan | --automodel-lora | --csv PATH]
         [--only ROW_ID ...]
         [--markdown] [--json OUT] [--baseline EARLIER.json] [--unstated-recompute none|auto]
 """
@@ -75,8 +76,11 @@ MOE = Path(__file__).resolve().parent / "data" / "heldout_moe.csv"
 HELDOUT2 = Path(__file__).resolve().parent / "data" / "heldout2_h100.csv"
 TITAN = Path(__file__).resolve().parent / "data" / "heldout_titan_h100.csv"
 HELDOUT3 = Path(__file__).resolve().parent / "data" / "heldout3_h100.csv"
+#: NeMo AutoModel's LoRA rows on PyTorch FSDP2 (`--automodel-lora`)
+AUTOMODEL_LORA = Path(__file__).resolve().parent / "data" / "automodel_lora_h100.csv"
 #: the held-out sets by the flag that selects them, in the order one wins over another
 SETS = {"moe": MOE, "heldout2": HELDOUT2, "heldout3": HELDOUT3, "titan": TITAN, "heldout": HELDOUT}
+SETS["automodel_lora"] = AUTOMODEL_LORA
 HELDOUT4 = heldout4_rows.CSV  # the fourth held-out set (`--heldout4`, heldout4_rows.py)
 #: the fifth held-out set (`--heldout5`): MLPerf Training logs, the fourth set's columns
 HELDOUT5 = Path(__file__).resolve().parent / "data" / "heldout5_h100.csv"
@@ -370,6 +374,13 @@ def _layout(r: dict[str, str]) -> dict[str, Any]:
     }
 
 
+#: frameworks whose dense models run PyTorch-native FSDP2 with eager or compiled blocks:
+#: torchtitan, and NeMo AutoModel (Hugging Face model classes under `fully_shard`, SDPA
+#: attention on the BSHD path, `enable_compile` compiling each block), priced with
+#: torchtitan's profiles
+TORCH_NATIVE = ("torchtitan", "NeMo AutoModel")
+
+
 def _framework(r: dict[str, str]) -> str:
     """The kernel profile of the row's software: llm-foundry, its own (`own_profile`),
     torchtitan eager or compiled (as its precision or notes say), else Megatron / TE's."""
@@ -377,7 +388,7 @@ def _framework(r: dict[str, str]) -> str:
         return "llm-foundry"
     if own := own_profile(r):
         return own
-    if not r["framework"].startswith("torchtitan"):
+    if not r["framework"].startswith(TORCH_NATIVE):
         return "megatron"
     text = f"{r['precision']} {r.get('notes', '')}".replace("no torch.compile", "")
     return "torchtitan-compile" if "torch.compile" in text else "torchtitan"
@@ -398,7 +409,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--csv", type=Path, default=None)
     for name, held in SETS.items():
-        ap.add_argument(f"--{name}", action="store_true", help=f"use {held.name}")
+        flag = f"--{name.replace('_', '-')}"
+        ap.add_argument(flag, dest=name, action="store_true", help=f"use {held.name}")
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     ap.add_argument("--json", type=Path, default=None, help="write per-row results here")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from lumos.simulator.network.api import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
 from lumos.simulator.workload import elementwise as ew
-from lumos.simulator.workload import fsdp_pp
+from lumos.simulator.workload import fsdp_pp, lora
 from lumos.simulator.workload import nccl_share as share
 from lumos.simulator.workload import zero3_tensor as z3
 from lumos.simulator.workload.block import DP, DP_STREAM, TP, TP_STREAM, Block, Frozen, Names
@@ -53,13 +53,24 @@ def _fsdp_gather(blk: Block, ctx: Ctx, name: str, params: int, after: int) -> in
     return blk.coll(f"{name}.param_all_gather", DP_STREAM, ALL_GATHER, shard, DP, after)
 
 
-def _copy_out(blk: Block, ctx: Ctx, tag: str, gather: int) -> int:
-    """FSDP2 copies a layer's gathered parameters out of the all-gather buffer on the
-    compute stream as the layer starts (read + write BF16); FSDP1 / Megatron use views."""
+def _copy_out(blk: Block, ctx: Ctx, tag: str, gather: int, params: int) -> int:
+    """FSDP2 copies a layer's gathered parameters (`params`) out of the all-gather buffer on
+    the compute stream as the layer starts (read + write BF16); FSDP1 / Megatron use views."""
     if gather < 0 or not ctx.fw.fsdp2:
         return gather
+    return blk.compute(f"{tag}.fsdp_copy_out", *ctx.mem(params * 2 * BF16), waits=(gather,))
+
+
+def fsdp_layer_params(ctx: Ctx) -> tuple[int, int]:
+    """(gathered, reduced) weights of one layer on one TP rank under FSDP: all of them both
+    ways, or under LoRA (`lora`) the frozen weights with their adapters gathered (FSDP2's
+    `fully_shard` groups every parameter of the block, trained or not) and the adapters'
+    gradients alone reduced (a frozen weight has none)."""
     lp = ctx.layer_params_local()
-    return blk.compute(f"{tag}.fsdp_copy_out", *ctx.mem(lp * 2 * BF16), waits=(gather,))
+    if not ctx.plan.lora_rank:
+        return lp, lp
+    adapters = lora.layer_params(ctx)
+    return lp + adapters, adapters
 
 
 def _reduce_bytes(ctx: Ctx) -> int:
@@ -160,7 +171,7 @@ def build_chunk(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Froz
         return _build_tensorwise(ctx, names, key, first_layer)
     blk = Block(names)
     fsdp = ctx.plan.step_zero == 3 and _dp_size(ctx) > 1
-    lp = ctx.layer_params_local()
+    lp, trained = fsdp_layer_params(ctx)
     emb_params = ctx.vocab * ctx.h
     waits: tuple[int, ...] = ()
     if key.forward:
@@ -176,7 +187,7 @@ def build_chunk(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Froz
                 nxt = _fsdp_gather(blk, ctx, f"layer{first_layer + i + 1}", lp, start - 1)
             else:
                 nxt = -1
-            copied = _copy_out(blk, ctx, tag, gather)
+            copied = _copy_out(blk, ctx, tag, gather, lp)
             layer_forward(blk, ctx, tag, (*waits, copied), first_layer + i)
             if nxt >= 0:
                 share.add_share(blk, ctx, tag, start, share.wire_bytes(lp * BF16, _dp_size(ctx)))
@@ -196,7 +207,8 @@ def build_chunk(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Froz
         waits = output_bwd(blk, ctx, waits, defer=key.defer_output_wgrad)
         if ctx.plan.fsdp_under_pp:
             fsdp_pp.accumulate(blk, ctx, "output", emb_params)
-        if fsdp and not ctx.model.tied_embeddings:  # its own weight: reduced as it is done
+        frozen = ctx.plan.lora_rank > 0  # LoRA: the output layer takes no gradient
+        if fsdp and not ctx.model.tied_embeddings and not frozen:  # reduced as it is done
             _grad_reduce(blk, ctx, "output", blk.last_compute, emb_params)
         if ctx.model.mtp_layers:
             from lumos.simulator.workload.mtp import mtp_backward
@@ -214,15 +226,15 @@ def build_chunk(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Froz
             if fsdp and i > 0
             else -1
         )
-        copied = _copy_out(blk, ctx, tag, gather)
+        copied = _copy_out(blk, ctx, tag, gather, lp)
         end = layer_backward(blk, ctx, tag, (*waits, copied), first_layer + i)
         if fsdp:  # beside: the gather below (nxt) and the reduce-scatter above
-            full = lp * BF16 * (nxt >= 0) + lp * _reduce_bytes(ctx) * (i + 1 < key.layers)
+            full = lp * BF16 * (nxt >= 0) + trained * _reduce_bytes(ctx) * (i + 1 < key.layers)
             share.add_share(blk, ctx, tag, start, share.wire_bytes(full, _dp_size(ctx)))
         waits, gather = (), nxt
         blk.mark(f"layer{i}", end)
         if fsdp:
-            _grad_reduce(blk, ctx, tag, end)
+            _grad_reduce(blk, ctx, tag, end, trained)
         if ctx.plan.fsdp_under_pp:
             fsdp_pp.accumulate(blk, ctx, tag, lp)
     if key.embedding:
@@ -231,7 +243,7 @@ def build_chunk(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Froz
         if ctx.plan.fsdp_under_pp:
             fsdp_pp.accumulate(blk, ctx, "embedding", emb_params)
         blk.mark("embedding", blk.last_compute)
-        if fsdp:
+        if fsdp and not ctx.plan.lora_rank:
             _grad_reduce(blk, ctx, "embedding", blk.last_compute, emb_params)
     return _finish(blk)
 

@@ -99,10 +99,15 @@ def check(plan: ParallelPlan, model: ModelSpec) -> None:
             raise ConfigError("plan: lora_targets / lora_a2a need lora_rank > 0")
         return
     chosen = targets(text)
-    if plan.framework != "megatron" or plan.zero == 3:
+    if plan.framework == "llm-foundry":
         raise ConfigError(
-            "plan: LoRA (lora_rank) is modelled as NeMo / Megatron-Bridge run it: the megatron "
-            "framework with zero 0, 1 or 2"
+            "plan: LoRA (lora_rank) is not modelled on llm-foundry's FSDP1, whose flat "
+            "parameters mix frozen and trained weights (use megatron or a torchtitan profile)"
+        )
+    if plan.zero == 3 and (plan.fsdp_unit != "layer" or plan.pp > 1):
+        raise ConfigError(
+            "plan: LoRA with zero 3 is modelled as FSDP2 runs it, one unit a layer without "
+            "pipeline parallelism: fsdp_unit 'layer', pp 1"
         )
     if model.moe or model.mla or model.mtp_layers:
         raise ConfigError(

@@ -284,10 +284,10 @@ def estimate_memory(
         if plan.step_zero == 3:
             w, g = w / dp + 2 * _gathered_unit(ctx) * BF16, g / dp
         if stage_adapters is not None:  # LoRA: frozen weights, trained BF16 adapters
-            a = stage_adapters[stage]
+            a, fsdp = stage_adapters[stage], plan.step_zero == 3
             w, g, o = (
-                w + a * BF16,
-                a * BF16 / (dp if plan.zero == 2 else 1),
+                w + a * BF16 / (dp if fsdp else 1),
+                a * BF16 / (dp if plan.zero >= 2 else 1),
                 a * 12 / (dp if plan.zero else 1),
             )
         act = layers_alive * layer_activation_bytes(ctx) + _rematerialised(ctx)

@@ -306,12 +306,19 @@ def _lora_assumption(model: ModelSpec, plan: ParallelPlan) -> list[str]:
 
     chosen = ",".join(lora.targets(plan.lora_targets))
     n = lora.model_params(model, plan.lora_rank, plan.lora_targets)
+    fsdp = (
+        "; under FSDP the frozen weights are still all-gathered, only the adapters' "
+        "gradients reduce-scattered"
+        if plan.zero == 3
+        else ""
+    )
     return [
-        f"LoRA fine-tuning as NeMo / Megatron-Bridge run it: rank {plan.lora_rank} adapters "
+        f"LoRA fine-tuning: rank {plan.lora_rank} adapters "
         f"on {chosen} ({n / 1e6:.1f}M trained weights, BF16 GEMMs), base weights frozen (no "
         "weight-gradient GEMMs, gradient reduction or optimizer step for them; data "
         "gradients kept); MFU counts 4 x frozen + 6 x adapter parameters a token"
         + (", adapter outputs exchanged by all-to-all (lora_a2a)" if plan.lora_a2a else "")
+        + fsdp
     ]
 
 
