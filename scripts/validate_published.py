@@ -391,7 +391,12 @@ def _framework(r: dict[str, str]) -> str:
     if not r["framework"].startswith(TORCH_NATIVE):
         return "megatron"
     text = f"{r['precision']} {r.get('notes', '')}".replace("no torch.compile", "")
-    return "torchtitan-compile" if "torch.compile" in text else "torchtitan"
+    if "torch.compile" in text:
+        return "torchtitan-compile"
+    # an eager Hugging Face model patched with Liger's Triton kernels (one kernel each for
+    # RMSNorm, RoPE, SwiGLU; a fused linear cross-entropy): the compiled profile's fused
+    # element-wise kernels with a fused loss, the switches of `olmo-core`
+    return "olmo-core" if "Liger kernels" in text else "torchtitan"
 
 
 def _hardware(gpu_type: str) -> str:

@@ -31,8 +31,17 @@ with `A` (r x in) and `B` (out x r). What changes against full-parameter trainin
 * data parallelism: only the adapters' gradients are reduced (in buckets, as before) and only
   they reach the optimizer; no parameter all-gather for the frozen weights; the tied
   embedding's gradient all-reduce is gone;
-* memory (`memory`): weights as before plus the adapters (BF16); gradients and Adam states
-  for the adapters only; activations: what the data gradients need (norm inputs, q / k / v,
+* FSDP (`zero` 3, one unit a layer; Hugging Face PEFT's `LoraLayer` and NeMo AutoModel's
+  `LinearLoRA` on PyTorch FSDP2, NVIDIA-NeMo/Automodel nemo_automodel/components/_peft/
+  lora.py @ 03bd7a9b: base weight frozen, `A` then `B` on the base's input, scaled by
+  alpha / r): `fully_shard` groups a block's frozen weights with its adapters, so the
+  frozen weights are still all-gathered before each layer's forward and again before its
+  backward (and FSDP2 still copies the whole group out of the gather buffer), but only the
+  adapters' gradients are copied into the FP32 reduce buffer and reduce-scattered; the
+  embedding and output layer are gathered and never reduced (`chunk.fsdp_layer_params`);
+  the optimizer steps a DP shard of the adapters;
+* memory (`memory`): weights as before plus the adapters (BF16; both a DP shard under FSDP);
+  gradients and Adam states for the adapters only; activations: what the data gradients need (norm inputs, q / k / v,
   the attention output the attention backward reads, FC1's output) and what the adapters'
   weight gradients need (each adapter's input in BF16 — the gathered norm output for qkv /
   fc1, the attention or activation output for proj / fc2 — and its r-wide middle), but not
@@ -46,8 +55,11 @@ is the same less the attention's weightless backward.
 
 Not modelled: adapter dropout's masks and passes, the first layer's skipped input gradient
 (its input, the embedding output, needs none), the gather a column adapter runs itself when
-the base all-gather is a userbuffers one, mixture-of-experts, MLA, MTP and FSDP plans
-(refused by `plan.check`).
+the base all-gather is a userbuffers one, the Hugging Face layout's separate q / k / v and
+gate / up adapters (one adapter per fused linear here: the extra `A` GEMMs are tiny), how
+DTensor shards an adapter under TP (NeMo's `ParallelLinearAdapter` layout is priced);
+refused by `plan.check`: mixture-of-experts, MLA, MTP, llm-foundry's FSDP1, FSDP by tensor
+or under pipeline parallelism.
 """
 
 from __future__ import annotations
