@@ -6,8 +6,7 @@ modeling code: whether the MLP is gated, which norm, which linears have biases, 
 positions are encoded, whether the output layer reuses the embedding. `FAMILIES` holds
 those traits per `model_type`, read from transformers' `modeling_<type>.py` and the
 defaults of its `<Type>Config`; `REFUSED` names the model types whose block lumos cannot
-price (state-space or recurrent layers other than a hybrid pattern's, parallel attention and
-MLP, ALiBi, encoders), with
+price (state-space or recurrent layers other than a hybrid pattern's, ALiBi, encoders), with
 what they are, so that such a config is refused for its architecture before any of its
 keys is looked at.
 
@@ -32,7 +31,9 @@ class Family:
     MLP, the norm, (attention, MLP) biases, positions, tied embeddings by default, which
     layers a `sliding_window` without `layer_types` applies to (every n-th), and the
     activation when the config names none, and the block's extra norms (`hf_block`): after
-    attention and MLP (`post_norms`), over each query and key head (`qk_norm`)."""
+    attention and MLP (`post_norms`), over each query and key head (`qk_norm`); `parallel`:
+    attention and MLP side by side when the config does not say (`hf_parallel`), and the
+    norms such a block has (`norms`: 1 shared, 2 one a branch)."""
 
     gated: bool
     norm: str
@@ -43,6 +44,8 @@ class Family:
     act: str = "silu"
     post_norms: bool = False
     qk_norm: bool = False
+    parallel: bool = False
+    norms: int = 2
 
 
 _LLAMA = Family(True, "rmsnorm")
@@ -85,8 +88,24 @@ FAMILIES: dict[str, Family] = {
     "gpt2": Family(
         False, "layernorm", bias=(True, True), position="learned", tied=True, act="gelu"
     ),
-    "gpt_neox": Family(False, "layernorm", bias=(True, True), act="gelu"),
-    "falcon": Family(False, "layernorm", tied=True, act="gelu"),
+    # GPT-NeoX: `use_parallel_residual` (GPTNeoXConfig default True) runs attention on
+    # `input_layernorm(x)` and the MLP on `post_attention_layernorm(x)` (GPTNeoXLayer)
+    "gpt_neox": Family(False, "layernorm", bias=(True, True), act="gelu", parallel=True),
+    # Falcon: `parallel_attn` (FalconConfig default True) with one `input_layernorm`, or
+    # `ln_attn` / `ln_mlp` under `new_decoder_architecture` (`hf_parallel`)
+    "falcon": Family(False, "layernorm", tied=True, act="gelu", parallel=True, norms=1),
+    # GPT-J: attention and MLP on one `ln_1` (GPTJBlock); q/k/v/out without bias, fc_in /
+    # fc_out with (GPTJAttention, GPTJMLP)
+    "gptj": Family(False, "layernorm", bias=(False, True), act="gelu_new", parallel=True, norms=1),
+    # Phi-1 / 1.5 / 2: one `input_layernorm` feeding both (PhiDecoderLayer), every linear
+    # biased (q/k/v/dense, fc1/fc2)
+    "phi": Family(False, "layernorm", bias=(True, True), act="gelu_new", parallel=True, norms=1),
+    # Cohere (Command R): one `input_layernorm` (CohereLayerNorm, no bias) feeding attention
+    # and a gated SiLU MLP (CohereDecoderLayer), output layer tied (CohereConfig)
+    "cohere": Family(True, "layernorm", tied=True, parallel=True, norms=1),
+    # StableLM (2): sequential unless `use_parallel_residual`, which drops
+    # `post_attention_layernorm` and feeds the MLP the attention's norm (StableLmDecoderLayer)
+    "stablelm": Family(True, "layernorm", norms=1),
     "nemotron": Family(False, "layernorm", act="relu2"),
     # Nemotron-H: Mamba-2, attention and MLP layers by `hybrid_override_pattern`
     # (`hybrid_spec`), RMSNorm, squared-ReLU MLP, attention without position embeddings
@@ -100,14 +119,10 @@ FAMILIES: dict[str, Family] = {
     "opt": Family(False, "layernorm", bias=(True, True), position="learned", tied=True, act="relu"),
 }
 
-_PARALLEL = "attention and MLP in parallel from one norm"
 _SSM = "state-space (Mamba) layers"
 #: model types lumos knows it cannot price -> what their block is (refused before any key)
 REFUSED: dict[str, str] = {
-    "cohere": f"{_PARALLEL} (Command R), with a logit scale",
-    "cohere2": f"{_PARALLEL} (Command R7B) and sliding-window layers",
-    "gptj": f"{_PARALLEL} (GPT-J)",
-    "phi": f"{_PARALLEL} (Phi-1.5 / Phi-2)",
+    "cohere2": "Command R7B's sliding-window layer pattern beside its parallel block",
     "gemma3": "a vision tower beside Gemma 3's text model; give its text_config "
     "(model_type gemma3_text) as the file",
     "llama4": "a vision tower beside Llama 4's text model; give its text_config "

@@ -17,6 +17,11 @@ turns those into the common names before anything is read (transformers'
   is MoE when it is in `moe_layers`, by default every `interleave_moe_layer_step`-th
   from layer step - 1 (Scout: every layer, Maverick: the odd ones); another `moe_layers`
   list is refused. `attention_chunk_size` is read as `chunk` (see `spec.ModelSpec`);
+- `falcon` (FalconConfig): the new decoder architecture (Falcon-40B / 180B) takes its KV
+  heads from `num_kv_heads` whatever `multi_query` says (FalconAttention: `num_kv_heads if
+  new_decoder_architecture else (1 if multi_query else num_heads)`); `n_head_kv` is the
+  older name of `num_kv_heads`; `apply_residual_connection_post_layernorm: true` (the
+  residual taken after the norm) is refused;
 - `opt` (OPTConfig): `ffn_dim` is the FFN width and `enable_bias` the linears' biases;
   `word_embed_proj_dim` other than `hidden_size` (OPT-350m's projections around the
   decoder), `do_layer_norm_before: false` (its post-LN) and `layerdrop` > 0 are refused.
@@ -112,8 +117,25 @@ def _opt(data: Config, where: str) -> Config:
     return out
 
 
+def _falcon(data: Config, where: str) -> Config:
+    out = dict(data)
+    if "n_head_kv" in out:
+        out["num_kv_heads"] = out.pop("n_head_kv")
+    if out.get("new_decoder_architecture"):
+        out.pop("multi_query", None)
+    elif out.get("multi_query"):
+        out.pop("num_kv_heads", None)
+    if out.pop("apply_residual_connection_post_layernorm", False):
+        raise ConfigError(
+            f"{where}: 'apply_residual_connection_post_layernorm' true takes the residual "
+            "after the norm, which lumos does not model"
+        )
+    return out
+
+
 #: model_type -> its rewrite into the common names
 LAYOUTS: dict[str, Callable[[Config, str], Config]] = {
+    "falcon": _falcon,
     "dbrx": _dbrx,
     "llama4_text": _llama4_text,
     "opt": _opt,

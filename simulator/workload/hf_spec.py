@@ -27,7 +27,8 @@ attention-shape names go on to `moe_spec`. What the names mean:
 Keys that do not change a step's cost are dropped (`IGNORED`, and transformers' private
 `_...` attributes such as `_attn_implementation`); architectures lumos does not model are
 refused by name, first by key (`UNMODELLED`), then by `model_type`
-(`hf_families.REFUSED`), before any other key is looked at; model types that spell their
+(`hf_families.REFUSED`), before any other key is looked at; a block that runs attention and
+MLP in parallel is read by `hf_parallel`; model types that spell their
 shape their own way are rewritten first (`hf_layouts`); any other key is "unknown" with a
 did-you-mean.
 """
@@ -41,6 +42,7 @@ from lumos.errors import ConfigError
 from lumos.simulator.workload.hf_block import BLOCK_NAMES, block_traits
 from lumos.simulator.workload.hf_families import Family, family
 from lumos.simulator.workload.hf_layouts import rewrite
+from lumos.simulator.workload.hf_parallel import PARALLEL_NAMES, parallel_traits
 
 #: lumos key -> names that give it as they are (lumos' own first)
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -60,7 +62,7 @@ DERIVED = (
     "gated_linear_unit", "normalization", "rms_norm_eps", "layer_norm_eps",
     "layer_norm_epsilon", "layernorm_epsilon", "norm_eps", "norm_epsilon",
     "apply_layernorm_1p", "layernorm_zero_centered_gamma", "attention_bias", "mlp_bias",
-    "add_bias_linear", "disable_bias_linear", "add_qkv_bias", "qkv_bias",
+    "add_bias_linear", "disable_bias_linear", "add_qkv_bias", "qkv_bias", "use_qkv_bias",
     "position_embedding_type", "use_rotary_position_embeddings", "n_positions",
     "max_position_embeddings", "max_sequence_length", "tie_word_embeddings",
     "untie_embeddings_and_output_weights", "share_embeddings_and_output_weights",
@@ -108,13 +110,14 @@ IGNORED = frozenset((
     "no_rope_layers", "no_rope_layer_interval", "attn_temperature_tuning", "floor_scale",
     "attn_scale", "router_jitter_noise", "for_llm_compressor", "cache_implementation",
     "attn_implementation",
+    # GPT-J's RoPE (`rotary`) on the first `rotary_dim` of each head (priced as RoPE),
+    # Cohere's scalar `logit_scale` (one multiply, fused into the loss) and tokenizer length,
+    # GPT-NeoX's classifier-head dropout
+    "rotary", "rotary_dim", "logit_scale", "model_max_length", "classifier_dropout",
 ))  # fmt: skip
 #: keys of architectures lumos does not model -> what they are (refused when set)
 UNMODELLED = {
     "text_config": "a multimodal wrapper around a text model",
-    "parallel_attn": "attention and MLP run in parallel from one norm (Falcon)",
-    "new_decoder_architecture": "Falcon's parallel attention and MLP with two norms",
-    "use_parallel_residual": "attention and MLP in parallel residual branches (GPT-NeoX)",
     "is_encoder_decoder": "an encoder-decoder model",
     "vision_config": "a vision tower beside the text model",
     "audio_config": "an audio tower beside the text model",
@@ -175,7 +178,7 @@ def lumos_keys(data: dict[str, Any], where: str, known: tuple[str, ...]) -> dict
     data = rewrite(data.get("model_type"), data, where)
     names = {n for group in ALIASES.values() for n in group}
     allowed = names | set(DERIVED) | IGNORED | set(UNMODELLED) | set(known) | set(LUMOS_ONLY)
-    allowed |= BLOCK_NAMES
+    allowed |= BLOCK_NAMES | PARALLEL_NAMES
     for key in data:
         if key not in allowed:
             close = difflib.get_close_matches(str(key), sorted(allowed), n=1)
@@ -212,6 +215,7 @@ def lumos_keys(data: dict[str, Any], where: str, known: tuple[str, ...]) -> dict
     if out["position"] == "learned" and table is not None and "seq" not in out:
         out["seq"] = table  # the learned table's rows: what the model runs at
     rest = block_traits(rest, family, out.get("layers"), where)
+    rest = parallel_traits(rest, family, where)
     out["name"] = rest.pop("name", None) or rest.pop("_name_or_path", None)
     rest.pop("_name_or_path", None)
     return {**rest, **{k: v for k, v in out.items() if v is not None}}
@@ -315,7 +319,7 @@ def _bias(data: dict[str, Any], family: Family | None) -> Any:
     add = use if add is None else add
     off = data.pop("disable_bias_linear", None)
     attention, mlp = data.pop("attention_bias", None), data.pop("mlp_bias", None)
-    for key in ("add_qkv_bias", "qkv_bias"):  # QKV only: not priced (module doc)
+    for key in ("add_qkv_bias", "qkv_bias", "use_qkv_bias"):  # QKV only: not priced (module doc)
         data.pop(key, None)
     if lumos is not None:
         return lumos

@@ -183,6 +183,10 @@ def layer_forward(
         from lumos.simulator.workload.hybrid import hybrid_forward
 
         return hybrid_forward(blk, ctx, tag, waits, index)
+    if ctx.model.parallel_block:
+        from lumos.simulator.workload.parallel_layer import parallel_forward
+
+        return parallel_forward(blk, ctx, tag, waits, index)
     ln2 = attn_forward(blk, ctx, tag, waits, index)
     if index >= 0 and ctx.model.is_moe_layer(index):
         from lumos.simulator.workload.moe import moe_forward
@@ -244,30 +248,6 @@ def attn_forward(
     return ew.norm(blk, ctx, f"{tag}.norm2")
 
 
-def _op_recompute(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...]) -> None:
-    """torchtitan's selective "op" checkpointing re-runs, before a layer's backward, every
-    op it did not save: the element-wise chain (FP8 casts included) and every second
-    matmul (the parity flips each step; the mean step re-runs half of each linear).
-    Attention and reduce-scatter outputs are saved."""
-    T, h, tag = ctx.T, ctx.h, f"{tag}.recompute"
-    ln = ew.norm(blk, ctx, f"{tag}.norm1", waits=waits)
-    ew.input_casts(blk, ctx, f"{tag}.qkv", T * h, 3)
-    gathered_gemm(blk, ctx, f"{tag}.qkv", (T // 2, ctx.qkv_width, h), ln, None)
-    ew.qk_norm(blk, ctx, f"{tag}.qk_norm")
-    if ctx.model.position == "rope":
-        ew.rope(blk, ctx, f"{tag}.rope")
-    ew.repeat_kv(blk, ctx, f"{tag}.repeat_kv")
-    ew.input_casts(blk, ctx, f"{tag}.proj", T * ctx.attn_out_width, 1)
-    blk.compute(f"{tag}.proj", *ctx.gemm(T // 2, h, ctx.attn_out_width))
-    blk.compute(f"{tag}.residual1", *ctx.mem(ctx.T_sp * h * BF16 * 3))
-    ln2 = ew.norm(blk, ctx, f"{tag}.norm2")
-    ew.input_casts(blk, ctx, f"{tag}.fc1", T * h, 2 if ctx.model.gated else 1)
-    gathered_gemm(blk, ctx, f"{tag}.fc1", (T // 2, ctx.up_width, h), ln2, None)
-    ew.activation(blk, ctx, f"{tag}.activation")
-    ew.input_casts(blk, ctx, f"{tag}.fc2", T * ctx.ffn, 1)
-    blk.compute(f"{tag}.fc2", *ctx.gemm(T // 2, h, ctx.ffn))
-
-
 def _mlp_recompute(blk: Block, ctx: Ctx, tag: str) -> None:
     """Megatron-Core's `mlp` recompute module: the dense MLP is a checkpointed function
     (`tensor_parallel.checkpoint(self.mlp, ...)`), so its whole forward — FC1 with its
@@ -301,13 +281,16 @@ def col_backward(
     gather: int = 0,
     waits: tuple[int, ...] = (),
     wgrad: bool = True,
+    reduce: bool = True,
 ) -> tuple[int, ...]:
     """Backward of a column-parallel linear (fwd M=T, N=n, K=k). Megatron re-gathers the
     saved input (`gather` bytes a shard, default [T_sp, h]) while dgrad runs and reduces
     dgrad's output while wgrad runs; DTensor (torchtitan) saved the gathered input and
     reduces after both GEMMs (`framework`). dgrad also waits for `waits`. Without
     `wgrad` (a deferred one, `deferred_wgrads`; a frozen one under LoRA) neither the
-    re-gather nor the wgrad runs; a LoRA adapter's backward runs first (`lora`)."""
+    re-gather nor the wgrad runs; a LoRA adapter's backward runs first (`lora`). Without
+    `reduce` (a parallel block's shared input, `parallel_layer`) dgrad's output is left
+    unreduced and returned in place of its reduction."""
     T, t = ctx.T, ctx.plan.tp
     wgrad = wgrad and not ctx.plan.lora_rank
     adapter = lora.backward(blk, ctx, name) if dtype is None else ()
@@ -326,12 +309,12 @@ def col_backward(
         sms = (ctx.km.physics.sm_count - held[0], ctx.km.physics.sm_count - held[1])
     dgrad = blk.compute(f"{name}.dgrad", *ctx.gemm(T, k, n, dtype, sms=sms[0]), waits=waits)
     kind = REDUCE_SCATTER if ctx.sp else ALL_REDUCE
-    red: tuple[int, ...] = ()
-    if t > 1 and overlap:
+    red: tuple[int, ...] = () if reduce else (dgrad,)
+    if t > 1 and overlap and reduce:
         red = (blk.coll(f"{name}.dgrad_reduce", TP_STREAM, kind, T * k * BF16, TP, dgrad),)
     xt = T * k if dtype is None and _input_transposed(ctx, True) else 0  # the norm's output
     last = _wgrad(blk, ctx, name, (n, k, T), dtype, sms[1], (ag,), xt) if wgrad else dgrad
-    if t > 1 and not overlap:
+    if t > 1 and not overlap and reduce:
         red = (blk.coll(f"{name}.dgrad_reduce", TP_STREAM, kind, T * k * BF16, TP, last),)
     return (*red, *adapter)
 
@@ -345,12 +328,18 @@ def layer_backward(
         from lumos.simulator.workload.hybrid import hybrid_backward
 
         return hybrid_backward(blk, ctx, tag, waits, index)
+    if ctx.model.parallel_block:
+        from lumos.simulator.workload.parallel_layer import parallel_backward
+
+        return parallel_backward(blk, ctx, tag, waits, index)
     h = ctx.h
     if ctx.plan.recompute.value == "full":
         layer_forward(blk, ctx, f"{tag}.recompute", waits, index)
         waits = ()
     elif ctx.plan.recompute.value == "selective" and ctx.fw.selective_op:
-        _op_recompute(blk, ctx, tag, waits)
+        from lumos.simulator.workload.op_recompute import op_recompute
+
+        op_recompute(blk, ctx, tag, waits)
         waits = ()
     blk.compute(f"{tag}.residual2_bwd", *ctx.mem(ctx.T_sp * h * BF16 * 2), waits=waits)
     if ctx.model.post_norms:

@@ -21,7 +21,9 @@ layer's input; the `mlp` recompute module drops a dense MLP's FC1 and activation
 (only its input is kept); lumos' `attn_out` module keeps neither the attention output nor
 the MLP's input (JAX's `save_only_these_names` policies that name only q, k and v re-run
 the attention, the output projection and the residual sum from the layer input: MaxText
-`save_qkv_proj`, `recompute_rows.JAX_REMAT`). Multi-head latent attention keeps, besides its q, k, v and output, the
+`save_qkv_proj`, `recompute_rows.JAX_REMAT`). A parallel attention / MLP block keeps no
+MLP input of its own: both branches read the layer input, through one shared norm output
+or one a branch. Multi-head latent attention keeps, besides its q, k, v and output, the
 two latents before and after their norms (the up-projections' inputs) and the RoPE key;
 the up-projections' outputs are re-read by the fused RoPE kernels, whose backward needs
 no input, so they are not kept; under the `mla_up_proj` recompute module q, k and v are
@@ -204,7 +206,10 @@ def _dense_activation_bytes(ctx: Ctx) -> float:
     inner = ctx.T * (ctx.up_width * BF16 + ctx.ffn * _linear_input(ctx))  # FC1 out, FC2 in
     inner = 0 if "mlp" in ctx.plan.selective_modules else inner
     mlp_in = 0 if "attn_out" in ctx.plan.selective_modules else x  # re-computed (module doc)
-    mlp = mlp_in + _norm_output(ctx) + inner + _dropout(ctx)
+    mlp_norm = _norm_output(ctx)
+    if ctx.model.parallel_block:  # the MLP's norm reads the layer input the attention's keeps
+        mlp_in, mlp_norm = 0, mlp_norm if ctx.model.parallel_norms == 2 else 0
+    mlp = mlp_in + mlp_norm + inner + _dropout(ctx)
     return _attention_bytes(ctx) + float(mlp)
 
 

@@ -4,7 +4,9 @@ replicates them); CP cuts the sequence into 2 x cp load-balanced chunks; the int
 schedule needs a pipeline to interleave (Megatron-Core's `initialize_model_parallel`
 refuses virtual stages without pipeline parallelism); a model with chunked attention
 (`ModelSpec.chunk`) is priced as full causal attention, which it equals only up to one
-chunk; a hybrid Mamba-2 model (`_check_hybrid`) splits its Mamba heads and groups over TP.
+chunk; a hybrid Mamba-2 model (`_check_hybrid`) splits its Mamba heads and groups over TP;
+a parallel attention / MLP block (`_check_parallel`) is priced without what its generator
+does not model.
 The plan's other rules (batch, ZeRO, experts, recipes) stay in `plan`."""
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from lumos.errors import ConfigError
+from lumos.simulator.workload.framework import profile
 from lumos.simulator.workload.pipesplit import SplitPlan
 from lumos.simulator.workload.spec import ModelSpec
 
@@ -29,6 +32,12 @@ class _Plan(SplitPlan, Protocol):
     def zero(self) -> int: ...
     @property
     def lora_rank(self) -> int: ...
+    @property
+    def tp_comm_overlap(self) -> bool: ...
+    @property
+    def selective_modules(self) -> frozenset[str]: ...
+    @property
+    def framework(self) -> str: ...
 
 
 def check_shape(plan: _Plan, model: ModelSpec) -> None:
@@ -57,6 +66,27 @@ def check_shape(plan: _Plan, model: ModelSpec) -> None:
             "without pipeline parallelism)"
         )
     _check_hybrid(plan, model)
+    _check_parallel(plan, model)
+
+
+def _check_parallel(plan: _Plan, model: ModelSpec) -> None:
+    """A parallel block (`parallel_layer`) is generated for dense, non-MLA, pre-norm layers
+    only, without TP-comm overlap, LoRA or recompute modules other than `core_attn`, and not
+    under torchtitan's selective "op" recompute (its re-run ops are a sequential layer's)."""
+    if not model.parallel_block:
+        return
+    if model.moe or model.mla or model.pattern or model.post_norms:
+        raise ConfigError(
+            f"{model.name or 'model'}: a parallel attention / MLP block is modelled for dense "
+            "layers with multi-head or grouped-query attention and no post-norms"
+        )
+    op = profile(plan.framework).selective_op and bool(plan.selective_modules)
+    if plan.tp_comm_overlap or plan.lora_rank or plan.selective_modules - {"core_attn"} or op:
+        raise ConfigError(
+            "plan: a parallel attention / MLP block is modelled without TP-comm overlap, "
+            "LoRA, recompute modules other than core_attn or torchtitan's selective op "
+            "recompute"
+        )
 
 
 def _check_hybrid(plan: _Plan, model: ModelSpec) -> None:

@@ -81,6 +81,14 @@ ACCEPTED = [
     Case("granite-3.0-8b-base", 8.17, {"tp": 2, "dp": 4, "gbs": 32, "seq": 4096}),
     Case("starcoder2-7b", 7.17, {"tp": 4, "dp": 2, "gbs": 32, "seq": 4096}),
     Case("opt-66b", 66.0, {"tp": 8, "pp": 2, "dp": 4, "gbs": 64, "seq": 2048}),
+    # parallel attention / MLP blocks (`parallel_layer`): Falcon's new decoder with two norms
+    # (40B's card says only "40B"; 180B's "180B"), GPT-J's and Cohere's shared norm (cards:
+    # GPT-J 6,053,381,344 parameters; Command R 35 B; Aya 23 8 B)
+    Case("falcon-40b", None, {"tp": 8, "pp": 4, "dp": 2, "gbs": 32, "seq": 2048}),
+    Case("falcon-180B", 180.0, {"tp": 8, "pp": 8, "dp": 4, "gbs": 64, "seq": 2048}),
+    Case("gpt-j-6b", 6.05, {"tp": 2, "dp": 4, "gbs": 32, "seq": 2048}),
+    Case("aya-23-8B", 8.03, {"tp": 2, "dp": 4, "gbs": 32, "seq": 8192}),
+    Case("c4ai-command-r-v01", 35.0, {"tp": 8, "pp": 2, "dp": 2, "gbs": 32, "seq": 8192}),
     Case("Qwen1.5-MoE-A2.7B", 14.3, {"ep": 4, "dp": 8, "gbs": 64, "seq": 4096}, active=2.7),
     Case("deepseek-moe-16b-base", 16.4, {"ep": 8, "dp": 8, "gbs": 64, "seq": 4096}, active=2.8),
     Case("DeepSeek-V2-Lite", 15.7, {"ep": 8, "dp": 8, "gbs": 64, "seq": 4096}),
@@ -107,11 +115,6 @@ ACCEPTED = [
 
 #: config -> what the refusal names (the key or model type, and what it is)
 REFUSED = {
-    "falcon-40b": "'parallel_attn' means attention and MLP run in parallel",
-    "falcon-180B": "'parallel_attn' means attention and MLP run in parallel",
-    "gpt-j-6b": "model_type 'gptj' means attention and MLP in parallel",
-    "aya-23-8B": "model_type 'cohere' means attention and MLP in parallel",
-    "c4ai-command-r-v01": "model_type 'cohere' means attention and MLP in parallel",
     "gemma-3-27b-pt": "'text_config' means a multimodal wrapper",
     "Llama-4-Scout-17B-16E": "'text_config' means a multimodal wrapper",
     "bloom": "model_type 'bloom' means ALiBi attention biases",

@@ -146,8 +146,8 @@ def test_deepseek_v3_active_parameters() -> None:
 @pytest.mark.parametrize(
     ("config", "key"),
     [
-        (cfg.FALCON_7B, "parallel_attn"),
-        (cfg.GPT_NEOX_20B, "use_parallel_residual"),
+        ({**cfg.FALCON_7B, "alibi": True}, "alibi"),
+        ({**cfg.FALCON_7B, "apply_residual_connection_post_layernorm": True}, "post_layernorm"),
         ({**cfg.QWEN25_72B, "use_sliding_window": True}, "use_sliding_window"),
         ({"model_type": "t5", "is_encoder_decoder": True, "d_model": 512}, "is_encoder_decoder"),
         ({**cfg.LLAMA31_8B, "vision_config": {"hidden_size": 1280}}, "vision_config"),
@@ -158,8 +158,8 @@ def test_deepseek_v3_active_parameters() -> None:
             "layer_types",
         ),
         (
-            {**cfg.LLAMA31_8B, "model_type": "cohere"},
-            "model_type 'cohere' means attention and MLP in parallel",
+            {**cfg.LLAMA31_8B, "model_type": "cohere2"},
+            "model_type 'cohere2' means Command R7B's sliding-window layer pattern",
         ),
         ({**cfg.LLAMA31_8B, "hidden_act": "tanh"}, "activation 'tanh'"),
         ({**cfg.LLAMA31_8B, "hidden_act": "relu"}, "gated relu"),

@@ -24,10 +24,21 @@ from tests.simulator.workload.model_battery import ACCEPTED, CONFIGS, REFUSED, C
 
 #: model types whose MLP is not gated / whose norms are LayerNorm (weight and bias) /
 #: whose linears all have biases / whose output layer is tied unless the config says
-_UNGATED = ("opt", "starcoder2", "nemotron")
-_LAYERNORM = ("opt", "starcoder2", "nemotron")
+_UNGATED = ("opt", "starcoder2", "nemotron", "falcon", "gptj")
+_LAYERNORM = ("opt", "starcoder2", "nemotron", "falcon", "gptj")
 _BIASED = ("opt", "starcoder2")
-_TIED = ("gemma", "gemma2", "gemma3_text", "opt", "starcoder2")
+_TIED = ("gemma", "gemma2", "gemma3_text", "opt", "starcoder2", "falcon", "cohere")
+
+
+def _norms(cfg: dict[str, Any]) -> int:
+    """Pre-norms a layer builds: one shared by a parallel block's branches (GPTJBlock's
+    ln_1, CohereDecoderLayer's input_layernorm, FalconDecoderLayer's input_layernorm
+    unless the new decoder architecture gives ln_attn / ln_mlp), else two."""
+    kind = cfg["model_type"]
+    if kind == "falcon":
+        new = cfg.get("new_decoder_architecture")
+        return 2 if new and cfg.get("num_ln_in_parallel_attn", 2) == 2 else 1
+    return 1 if kind in ("gptj", "cohere", "phi") else 2
 
 
 def _config(case: Case) -> dict[str, Any]:
@@ -46,7 +57,20 @@ def _path(tmp_path: Path, case: Case) -> Path:
 
 
 def _flat(cfg: dict[str, Any]) -> dict[str, Any]:
-    """DBRX's names as everyone else's (DbrxConfig: d_model, n_heads, n_layers, nested)."""
+    """DBRX's names as everyone else's (DbrxConfig: d_model, n_heads, n_layers, nested), and
+    GPT-J's (GPTJConfig: n_embd, n_layer, n_head, n_inner, None for 4 x n_embd) and
+    Falcon's KV heads (`num_kv_heads` under the new decoder architecture, else one with
+    `multi_query`)."""
+    if cfg.get("model_type") == "gptj":
+        h = cfg["n_embd"]
+        return {**cfg, "hidden_size": h, "num_hidden_layers": cfg["n_layer"],
+                "num_attention_heads": cfg["n_head"],
+                "intermediate_size": cfg["n_inner"] or 4 * h}  # fmt: skip
+    if cfg.get("model_type") == "falcon":
+        kv = cfg["num_kv_heads"] if cfg.get("new_decoder_architecture") else None
+        kv = kv or (1 if cfg.get("multi_query") else cfg["num_attention_heads"])
+        ffn = cfg.get("ffn_hidden_size") or 4 * cfg["hidden_size"]
+        return {**cfg, "num_key_value_heads": kv, "intermediate_size": ffn}
     if cfg.get("model_type") != "dbrx":
         return cfg
     ffn, attn = cfg["ffn_config"], cfg["attn_config"]
@@ -92,7 +116,7 @@ def count(raw: dict[str, Any]) -> tuple[int, int]:
     if kind == "gemma3_text":
         attn += 2 * d  # per-head q_norm, k_norm
     # Gemma 2 / 3: post_attention_layernorm and post_feedforward_layernorm besides the two
-    layer = attn + (4 if kind in ("gemma2", "gemma3_text") else 2) * norm
+    layer = attn + (4 if kind in ("gemma2", "gemma3_text") else _norms(cfg)) * norm
 
     def mlp(width: int) -> int:
         bias = (width + h) if kind in _BIASED else 0
@@ -166,7 +190,7 @@ def test_unmodellable_config_is_refused_naming_file_and_key(stem: str) -> None:
         load_model(path)
 
 
-@pytest.mark.parametrize("stem", ["Jamba-v0.1", "falcon-40b", "bloom"])
+@pytest.mark.parametrize("stem", ["Jamba-v0.1", "rwkv-5-world-3b", "bloom"])
 def test_cli_refusal_is_one_line_exit_4_and_writes_nothing(tmp_path: Path, stem: str) -> None:
     path, out = CONFIGS / f"{stem}.json", tmp_path / "et"
     args = ["estimate", "--model", str(path), "--tp", "8", "-o", str(out), "--json"]
