@@ -36,6 +36,14 @@ SMALL: dict[str, Any] = {
     "dropout": False,
     "seq": 2048,
 }
+#: Falcon's new decoder architecture (40B / 180B) on the 7B's shape; GPT-J and Phi-2 shaped
+#: configs in their own names (GPTJConfig, PhiConfig)
+FALCON_NEW = {**cfg.FALCON_7B, "new_decoder_architecture": True, "num_kv_heads": 71}
+GPTJ = {"model_type": "gptj", "n_embd": 256, "n_layer": 2, "n_head": 4, "vocab_size": 512}
+GPTJ |= {"rotary_dim": 16, "n_inner": None}
+PHI2 = {"model_type": "phi", "hidden_size": 256, "num_hidden_layers": 2, "vocab_size": 512}
+PHI2 |= {"num_attention_heads": 4, "intermediate_size": 1024, "partial_rotary_factor": 0.4}
+PHI2 |= {"hidden_act": "gelu_new", "qk_layernorm": False}
 SEQUENTIAL = model_from_dict(SMALL, "small")
 TWO = dataclasses.replace(SEQUENTIAL, parallel_block=True, parallel_norms=2)
 ONE = dataclasses.replace(TWO, parallel_norms=1)
@@ -117,19 +125,11 @@ def test_a_step_is_faster_than_the_sequential_one_with_tp_and_the_same_flops() -
         (cfg.GPT_NEOX_20B, 2, 64),
         ({k: v for k, v in cfg.GPT_NEOX_20B.items() if k != "use_parallel_residual"}, 2, 64),
         (cfg.FALCON_7B, 1, 1),
-        ({**cfg.FALCON_7B, "new_decoder_architecture": True, "num_kv_heads": 71}, 2, 71),
-        (
-            {**cfg.FALCON_7B, "new_decoder_architecture": True, "num_kv_heads": 71,
-             "num_ln_in_parallel_attn": 1},
-            1,
-            71,
-        ),  # fmt: skip
+        (FALCON_NEW, 2, 71),
+        ({**FALCON_NEW, "num_ln_in_parallel_attn": 1}, 1, 71),
         ({**cfg.FALCON_7B, "n_head_kv": 71, "new_decoder_architecture": True}, 2, 71),
-        ({"model_type": "gptj", "n_embd": 256, "n_layer": 2, "n_head": 4, "vocab_size": 512,
-          "rotary_dim": 16, "n_inner": None}, 1, 4),  # fmt: skip
-        ({"model_type": "phi", "hidden_size": 256, "num_hidden_layers": 2, "vocab_size": 512,
-          "num_attention_heads": 4, "intermediate_size": 1024, "partial_rotary_factor": 0.4,
-          "hidden_act": "gelu_new", "qk_layernorm": False}, 1, 4),  # fmt: skip
+        (GPTJ, 1, 4),
+        (PHI2, 1, 4),
         ({**cfg.LLAMA31_8B, "model_type": "cohere", "logit_scale": 0.0625}, 1, 8),
         ({**cfg.LLAMA31_8B, "model_type": "stablelm", "use_parallel_residual": True}, 1, 8),
         ({**cfg.MEGATRON_GPT3_175B, "gpt_j_residual": True}, 2, 96),
