@@ -44,7 +44,7 @@ column says "no", or whose model lumos refuses, is listed as skipped with the re
 Nothing here is fitted.
 
     python scripts/validate_published.py [--heldout | --moe | --heldout2 | --heldout3 | --heldout4 | --heldout5 | --hybrid
-        | --titan | --automodel-lora | --csv PATH]
+        | --titan | --automodel-lora | --parallel | --csv PATH]
         [--only ROW_ID ...]
         [--markdown] [--json OUT] [--baseline EARLIER.json] [--unstated-recompute none|auto]
 """
@@ -88,6 +88,9 @@ HELDOUT5 = Path(__file__).resolve().parent / "data" / "heldout5_h100.csv"
 #: the built-in their `model_spec` names (`_model`)
 HYBRID = Path(__file__).resolve().parent / "data" / "hybrid_h100.csv"
 SETS = {"hybrid": HYBRID, "heldout5": HELDOUT5, "heldout4": HELDOUT4} | SETS
+#: parallel attention / MLP block runs (`--parallel`; the built-in `model_spec` names, as hybrid)
+PARALLEL = Path(__file__).resolve().parent / "data" / "parallel_a100.csv"
+SETS["parallel"] = PARALLEL
 #: frameworks whose runs predate fused attention and overlapped gradient reduction
 LEGACY = ("Megatron-LM", "DeepSpeed")
 #: the built-in model of a mixture-of-experts row's model name, where normalising the names
@@ -195,7 +198,8 @@ def _published(r: dict[str, str]) -> tuple[float, str] | None:
     if r.get("tokens_per_s_per_gpu"):
         return B * s / (float(r["tokens_per_s_per_gpu"]) * gpus), "tokens/s/GPU"
     h, layers, V = int(r["hidden"]), int(r["layers"]), int(r["vocab"] or 0)
-    if r["tflops_per_gpu"] and r["source"].startswith("Narayanan"):
+    narayanan = r.get("flops_counting", "").startswith("Narayanan Eq. 3")
+    if r["tflops_per_gpu"] and (r["source"].startswith("Narayanan") or narayanan):
         f = 96 * B * s * layers * h * h * (1 + s / (6 * h) + V / (16 * layers * h))
         return f / (float(r["tflops_per_gpu"]) * 1e12 * gpus), "TFLOP/s (Narayanan Eq. 3)"
     if r["mfu_pct"] and r["source"].startswith("Korthikanti"):
@@ -206,8 +210,9 @@ def _published(r: dict[str, str]) -> tuple[float, str] | None:
 
 def _model(r: dict[str, str]) -> ModelSpec:
     """The row's model; explicit architecture columns win over the name heuristic. A hybrid
-    row's is the built-in its `model_spec` names, at the row's sequence length."""
-    if r.get("arch") == "hybrid":
+    row's (or a parallel-block row's) is the built-in its `model_spec` names, at the row's
+    sequence length."""
+    if r.get("arch") in ("hybrid", "parallel"):
         return replace(load_model(r["model_spec"]), seq=int(r["seq_len"]))
     gpt = "GPT" in r["model"] and "Nemotron" not in r["model"]
     data: dict[str, object] = {

@@ -12,8 +12,10 @@ by side on the same layer input, their outputs summed into one residual add.
   [T, h]) → ONE all-reduce, or reduce-scatter under SP → the residual add. The GPT-NeoX
   library does exactly this under `gpt_j_residual` (megatron/model/transformer.py: the
   attention and MLP row-parallel linears are built with `parallel_output=True`, "we can do
-  a single allreduce after we add mlp / attn outputs"), as does PaLM's parallel
-  formulation (Chowdhery et al. 2022, §2); a sequential block reduces twice;
+  a single allreduce after we add mlp / attn outputs"; the GPT-NeoX-20B paper, arXiv:
+  2204.06745, gives it as the block's reason); a sequential block reduces twice. PaLM's
+  fusion of the two branches' input GEMMs into one (Chowdhery et al. 2022, §2) is not
+  priced: the GEMMs stay two;
 - backward: the reduction's backward once (SP: one all-gather of the output gradient, which
   both FC2's and the projection's data-gradient GEMMs read; without SP nothing), each
   branch's GEMMs as in the sequential layer, and the input-gradient reductions: one per
