@@ -309,14 +309,8 @@ _TABLE = {
     "logit_softcap": (flag, False),
     "global_every": (lambda v, w: _count_or_zero(v, w), 0),
     "parallel_block": (flag, False),
-    "parallel_norms": (lambda v, w: _norm_count(v, w), 2),
+    "parallel_norms": (lambda v, w: _count_or_zero(v, w), 2),  # 1 or 2: `hf_parallel`
 }
-
-
-def _norm_count(value: Any, where: str) -> int:
-    if value not in (1, 2) or isinstance(value, bool):
-        raise ConfigError(f"{where} must be 1 (one shared norm) or 2 (one a branch), got {value!r}")
-    return int(value)
 
 
 def _count_or_zero(value: Any, where: str) -> int:

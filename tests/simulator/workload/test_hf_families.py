@@ -25,8 +25,6 @@ def _config(stem: str) -> dict[str, Any]:
     [
         ("Jamba-v0.1", "attn_layer_offset"),
         ("bloom", "apply_residual_connection_post_layernorm"),
-        ("c4ai-command-r-v01", "logit_scale"),
-        ("gpt-j-6b", "rotary"),
         ("mamba-2.8b-hf", "conv_kernel"),
     ],
 )
