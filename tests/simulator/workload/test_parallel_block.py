@@ -199,3 +199,16 @@ def test_the_published_gpt_neox_20b_row_runs_its_stated_plan_on_the_builtin() ->
     assert row.published_s == pytest.approx(47.66, abs=0.01)
     predicted = estimate(row.model, plan, row.hw).iteration_time_s
     assert predicted == pytest.approx(33.72, rel=0.02)
+
+
+def test_phi_2_config_reads_as_phi_decoder_layer_builds_it() -> None:
+    """microsoft/phi-2 config.json (PhiConfig's names): one shared LayerNorm, every linear
+    biased, GeLU, untied; 2,779,632,640 weights as PhiForCausalLM builds them, less the output
+    layer's 51,200-float bias (the Hub lists 2.78 B)."""
+    phi2 = {**PHI2, "hidden_size": 2560, "num_hidden_layers": 32, "num_attention_heads": 32}
+    phi2 |= {"num_key_value_heads": 32, "intermediate_size": 10240, "vocab_size": 51200}
+    phi2 |= {"layer_norm_eps": 1e-05, "resid_pdrop": 0.1, "embd_pdrop": 0.0, "rope_theta": 1e4}
+    phi2 |= {"tie_word_embeddings": False, "max_position_embeddings": 2048, "rope_scaling": None}
+    spec = model_from_dict(phi2, "phi-2")
+    assert (spec.bias, spec.tied_embeddings, spec.mlp.value) == (True, False, "gelu")
+    assert spec.params() == 2_779_632_640
