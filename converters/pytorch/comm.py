@@ -11,6 +11,7 @@ group's collective sequence across ranks.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -49,10 +50,8 @@ DTYPE_BYTES: dict[str, int] = {
     "double": 8,
     "float64": 8,
     "half": 2,
-    "c10::half": 2,
     "float16": 2,
     "bfloat16": 2,
-    "c10::bfloat16": 2,
     "long": 8,
     "long int": 8,
     "int64": 8,
@@ -66,6 +65,22 @@ DTYPE_BYTES: dict[str, int] = {
     "char": 1,
     "uint8": 1,
     "int8": 1,
+    # c10::toString(ScalarType) spellings not above, as `record_param_comms` writes its
+    # `dtype` (c10/core/ScalarType.h): 8-bit floats (FP8 all-gathers), complex, unsigned
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "float8_e4m3fnuz": 1,
+    "float8_e5m2fnuz": 1,
+    "float8_e8m0fnu": 1,
+    "complexhalf": 4,
+    "complexfloat": 8,
+    "complexdouble": 16,
+    "uint16": 2,
+    "uint32": 4,
+    "uint64": 8,
+    "qint8": 1,
+    "quint8": 1,
+    "qint32": 4,
 }
 
 #: NCCL kernel names across versions: `ncclKernel_AllReduce_RING_LL_Sum_float` (2.7-2.18),
@@ -117,7 +132,54 @@ def kernel_kind(name: str) -> int | str | None:
 
 
 def dtype_bytes(dtype: str, default: int = 4) -> int:
-    return DTYPE_BYTES.get(dtype.strip().lower(), default)
+    return DTYPE_BYTES.get(_dtype_key(dtype), default)
+
+
+def known_dtype(dtype: str) -> bool:
+    """Whether `dtype_bytes` knows `dtype` (else it answers its default)."""
+    return _dtype_key(dtype) in DTYPE_BYTES
+
+
+def _dtype_key(dtype: str) -> str:
+    key = dtype.strip().lower()
+    return key.removeprefix("c10::")
+
+
+def group_ranks(args: dict[str, Any]) -> tuple[int, ...]:
+    """A group's global ranks from Kineto's NCCL arguments; () if they do not say.
+
+    `Process Group Ranks` is a list in a string ("[0, 2, 4, 6]"), cut after 30 ranks with
+    ", ...]" (pytorch torch/csrc/profiler/util.cpp `format_list`, kTruncatLength = 30).
+    A cut list is completed from `Global rank start` / `Global rank stride` and `Group size`
+    when given (the `record_param_comms` op has them), else from `Group size` when the 30
+    ranks shown step evenly (how `new_group` / DeviceMesh slices are laid out).
+    """
+    text = args.get("Process Group Ranks")
+    size = _int_or(args.get("Group size"), 0)
+    start = _int_or(args.get("Global rank start"), -1)
+    stride = _int_or(args.get("Global rank stride"), 0)
+    if not isinstance(text, str):
+        return ()
+    cut = text.rstrip("] ").endswith("...")
+    try:
+        shown = [int(p) for p in text.strip("[] ").split(",") if p.strip() and p.strip() != "..."]
+    except ValueError:
+        return ()
+    if not cut:
+        return tuple(shown)
+    if size > len(shown) and start >= 0 and stride > 0:
+        return tuple(start + stride * i for i in range(size))
+    steps = {b - a for a, b in itertools.pairwise(shown)}
+    if size > len(shown) >= 2 and len(steps) == 1 and min(steps) > 0:
+        return tuple(shown[0] + min(steps) * i for i in range(size))
+    return ()
+
+
+def _int_or(value: Any, default: int) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
 
 
 def dims_bytes(args: dict[str, Any] | None) -> int:

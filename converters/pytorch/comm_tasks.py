@@ -24,15 +24,20 @@ from lumos.converters.pytorch.comm import (
     SEND,
     dims_bytes,
     dtype_bytes,
+    group_ranks,
     is_gloo_op,
     kernel_kind,
     kind_of,
+    known_dtype,
 )
 from lumos.converters.pytorch.host_et import CommArgs, HostTrace
 from lumos.converters.pytorch.kineto import KinetoTrace
 from lumos.converters.pytorch.p2p_batch import BatchFinder, is_batch_kernel, split_task
 from lumos.converters.pytorch.tasks import TaskKind, TaskTable
 
+#: Kineto's argument naming a collective (`record_param_comms`, and the NCCL kernel in
+#: newer releases), next to its size, dtype and group
+COLLECTIVE_ARG = "Collective name"
 #: Kineto's argument holding an event's record-function id
 RF_ID_ARG = "Record function id"
 #: host ops that issue a point-to-point send (`isend` and `send` both dispatch to it).
@@ -100,8 +105,10 @@ def _annotate(
     if table.kind[task] == TaskKind.CPU:  # gloo op on its thread
         chain = (*chain, row)
     args = trace.args.get(row) or {}
+    if COLLECTIVE_ARG not in args:
+        args = _param_comms(chain, trace) or args
     host_comm = _host_comm(chain, host_row, ctx.host)
-    kind = kind_of(str(args["Collective name"])) if "Collective name" in args else None
+    kind = kind_of(str(args[COLLECTIVE_ARG])) if COLLECTIVE_ARG in args else None
     if kind is None and host_comm is not None:
         kind = kind_of(host_comm.collective)
     for outer in reversed(chain):
@@ -111,11 +118,7 @@ def _annotate(
         kind = kernel_kind(trace.name_of(row))
     pg = (host_comm.pg_name if host_comm else "") or str(args.get("Process Group Name", ""))
     pg = pg or "0"
-    ranks = (
-        ctx.groups.get(pg)
-        or (host_comm.pg_ranks if host_comm else ())
-        or tuple(range(ctx.world_size))
-    )
+    ranks = _members(pg, host_comm, args, ctx, table)
     launch = int(table.ev[table.data1[task]]) if table.data1[task] >= 0 else -1
     if batches is None or launch < 0 or table.kind[task] == TaskKind.CPU:
         batches = None  # gloo ops, and kernels without a launch, are not batched
@@ -129,7 +132,7 @@ def _annotate(
             counts["batches"] += 1
             counts["ops"] += len(ops)
             return
-    size = _size(args, host_comm, chain, trace)
+    size = _size(args, host_comm, chain, trace, table)
     if not size and batches is not None and kind is not None:
         size = batches.coalesced_bytes(launch, kind)
     if kind in (SEND, RECV):
@@ -181,13 +184,51 @@ def _host_comm(
     return None
 
 
+def _param_comms(chain: tuple[int, ...], trace: KinetoTrace) -> dict[str, Any]:
+    """The NCCL arguments of the innermost enclosing op that has them (`record_param_comms`
+    spans the launch; Kineto copies its arguments onto the kernel only in newer releases)."""
+    for outer in reversed(chain):
+        args = trace.args.get(outer)
+        if args and COLLECTIVE_ARG in args:
+            return args
+    return {}
+
+
+def _members(
+    pg: str, host: CommArgs | None, args: dict[str, Any], ctx: CommContext, table: TaskTable
+) -> tuple[int, ...]:
+    """The group's global ranks: the groups the trace lists, the host ET's op, the op's
+    own NCCL arguments (a group missing from `pg_config` is learned from them), else
+    every rank, counted in the rank's notes."""
+    known = ctx.groups.get(pg) or (host.pg_ranks if host else ())
+    if known:
+        return known
+    ranks = group_ranks(args)
+    if ranks:
+        ctx.groups[pg] = ranks
+        return ranks
+    guesses = table.counts.setdefault("comm_guesses", {})
+    key = f"group {pg!r} named by no source: taken as all {ctx.world_size} ranks"
+    guesses[key] = guesses.get(key, 0) + 1
+    return tuple(range(ctx.world_size))
+
+
 def _size(
-    args: dict[str, Any], host: CommArgs | None, chain: tuple[int, ...], trace: KinetoTrace
+    args: dict[str, Any],
+    host: CommArgs | None,
+    chain: tuple[int, ...],
+    trace: KinetoTrace,
+    table: TaskTable,
 ) -> int:
     if host is not None and host.in_nelems and host.elem_bytes:
         return host.in_nelems * host.elem_bytes
     if "In msg nelems" in args:
-        return int(args["In msg nelems"]) * dtype_bytes(str(args.get("dtype", "float")))
+        dtype = str(args.get("dtype", "float"))
+        if not known_dtype(dtype):
+            guesses = table.counts.setdefault("comm_guesses", {})
+            key = f"dtype {dtype!r} of unknown width: sized at 4 bytes an element"
+            guesses[key] = guesses.get(key, 0) + 1
+        return int(args["In msg nelems"]) * dtype_bytes(dtype)
     for outer in reversed(chain):
         size = dims_bytes(trace.args.get(outer))
         if size:

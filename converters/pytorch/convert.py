@@ -296,6 +296,8 @@ def _convert_rank(
                 f"{trace.path}: {trace.unpaired_events} 'B'/'E' duration event(s) without a "
                 f"partner on their thread were not read ({trace.paired_events} pairs were)"
             )
+    for guess, count in table.counts.get("comm_guesses", {}).items():
+        summary.notes.append(f"{', '.join(sources)}: {count} communication op(s): {guess}")
     if host is not None and host.declared_schema != host.schema.version:
         summary.notes.append(
             f"{item.host.path if item.host else ''}: host-ET schema "

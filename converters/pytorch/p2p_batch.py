@@ -26,7 +26,15 @@ from typing import Any
 
 import numpy as np
 
-from lumos.converters.pytorch.comm import P2P_OPS, RECV, SEND, dims_bytes, dtype_bytes, kind_of
+from lumos.converters.pytorch.comm import (
+    P2P_OPS,
+    RECV,
+    SEND,
+    dims_bytes,
+    dtype_bytes,
+    group_ranks,
+    kind_of,
+)
 from lumos.converters.pytorch.kineto import Kind, KinetoTrace
 from lumos.converters.pytorch.tasks import TaskTable
 
@@ -114,7 +122,7 @@ class BatchFinder:
             return None
         comm = self._param_comms(row, key)
         pg = str(comm.get("Process Group Name", "")) or "0"
-        ranks = groups.get(pg) or _ranks(comm.get("Process Group Ranks")) or tuple(range(world))
+        ranks = groups.get(pg) or group_ranks(comm) or tuple(range(world))
         size = dims_bytes(args)
         if "In msg nelems" in comm:
             size = int(comm["In msg nelems"]) * dtype_bytes(str(comm.get("dtype", "float")))
@@ -178,14 +186,3 @@ def _by_thread(trace: KinetoTrace, rows: np.ndarray) -> dict[tuple[int, int], tu
         times.append(ts)
         kept.append(row)
     return out
-
-
-def _ranks(text: Any) -> tuple[int, ...]:
-    """Kineto's "Process Group Ranks" ("[0, 1, 2, 3]") as a tuple; () if unreadable."""
-    if not isinstance(text, str):
-        return ()
-    parts = text.strip("[] ").split(",")
-    try:
-        return tuple(int(p) for p in parts if p.strip())
-    except ValueError:
-        return ()
