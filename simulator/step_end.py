@@ -5,11 +5,13 @@ training loop, some time after that thread's last traced op (Python between the 
 and `profiler.step()`, the loop's own bookkeeping). That tail is untraced CPU time like a
 node's `gap_ns`, and it stays when the step is replayed: the step thread is the CPU
 thread whose last recorded node ends latest; its tail = `measured_step_ns` - that
-recorded end (negative when that op outlived the step). When the GPU lags the CPU, the
-step's last kernels run past that window. So a rank's step has two ends: the CPU window
-(step thread's last simulated end + tail: what `ProfilerStep` measures) and the
-GPU-inclusive end (the later of that and the last node's end). ETs without recorded
-start times or a measured step have no step thread: both ends are the last node's end.
+recorded end (negative when that op outlived the step). A blocking sync's recorded
+duration is only what it ran after the GPU work it waited for, so it ended that long
+after that work (`recorded_ends`). When the GPU lags the CPU, the step's last kernels run
+past that window. So a rank's step has two ends: the CPU window (step thread's last
+simulated end + tail: what `ProfilerStep` measures) and the GPU-inclusive end (the later
+of that and the last node's end). ETs without recorded start times or a measured step
+have no step thread: both ends are the last node's end.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lumos.simulator.graph import RankGraph
+from lumos.simulator.graph import RankGraph, SyncKind
 from lumos.simulator.processors import Assignment
 from lumos.simulator.result import ProcKind
 
@@ -42,10 +44,29 @@ def step_tail(g: RankGraph, a: Assignment) -> StepTail | None:
     if not on_thread.any() or not kinds.size:
         return None
     rows = np.flatnonzero(on_thread)
-    ends = g.start_ns[rows] + g.dur_ns[rows]
+    ends = recorded_ends(g, rows)
     last = int(rows[int(np.argmax(ends))])
     tail = int(g.measured_step_ns) - int(ends.max())
     return StepTail(int(a.proc[last]), tail)
+
+
+#: sync calls that block their thread until the GPU work they wait for has ended
+_BLOCKING = (SyncKind.DEVICE, SyncKind.STREAM, SyncKind.EVENT)
+
+
+def recorded_ends(g: RankGraph, rows: np.ndarray) -> np.ndarray:
+    """When the nodes `rows` ended as recorded. A blocking sync's `dur_ns` is only the
+    time it ran after the GPU ops it waited for (the wait is its edges to them), so it
+    ended that long after the later of its start and their recorded ends."""
+    ends = g.start_ns[rows] + g.dur_ns[rows]
+    for k in np.flatnonzero(np.isin(g.sync_kind[rows], _BLOCKING)).tolist():
+        v = int(rows[k])
+        deps = g.dep_idx[g.dep_ptr[v] : g.dep_ptr[v + 1]]
+        deps = deps[(g.stream[deps] >= 0) & (g.start_ns[deps] >= 0) & (g.dur_ns[deps] >= 0)]
+        if len(deps):
+            done = int((g.start_ns[deps] + g.dur_ns[deps]).max())
+            ends[k] = max(int(ends[k]), max(int(g.start_ns[v]), done) + int(g.dur_ns[v]))
+    return ends
 
 
 @dataclass(frozen=True, slots=True)
