@@ -273,8 +273,9 @@ def _convert_rank(
     finalize(table, step_start)
     _trim()
     path = job.out_dir / f"{job.prefix}.{item.rank}.et"
-    # The step's absolute start on the Kineto clock lets the simulator align ranks that
-    # entered the step at different times (host-ET-only input has no common clock).
+    # The step's absolute start on the Kineto clock (its `ts` plus the trace's base time)
+    # lets the simulator align ranks that entered the step at different times
+    # (host-ET-only input has no common clock).
     meta = metadata(
         item.rank,
         world,
@@ -282,7 +283,7 @@ def _convert_rank(
         step_ns,
         sources,
         f"lumos {__version__}",
-        step_start_ns=step_start if trace is not None else None,
+        step_start_ns=step_start + trace.base_ns if trace is not None else None,
     )
     meta.attr.extend(
         [make_attr(cv.META_NODE_COUNT, len(table)), make_attr(cv.META_SET_ID, job.set_id)]

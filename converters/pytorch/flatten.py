@@ -78,7 +78,7 @@ def flatten_thread(
     st_end: list[int] = []
     st_emit: list[bool] = []
     st_child: list[bool] = []
-    cursor = 0
+    cursor = ts_l[0] if ts_l else 0  # not 0: `ts` may be negative (a re-based trace)
     for k in range(len(row_l) + 1):
         t = ts_l[k] if k < len(row_l) else 1 << 62
         while st_end and st_end[-1] <= t:

@@ -97,6 +97,10 @@ class KinetoTrace:
     args: dict[int, dict[str, Any]] = field(default_factory=dict)
     distributed: dict[str, Any] = field(default_factory=dict)
     device_name: str = ""
+    #: `baseTimeNanoseconds`: Kineto (2024+) writes `ts` relative to the wall clock
+    #: floored to 3 months, the same on every rank unless their profilers started on both
+    #: sides of such a boundary; 0 when absent (`ts` is then the epoch time itself)
+    base_ns: int = 0
     #: "B"/"E" duration pairs read as complete events, and halves left without a partner
     paired_events: int = 0
     unpaired_events: int = 0
@@ -358,8 +362,23 @@ def load_kineto(source: TraceFile) -> KinetoTrace:
         raise TraceFormatError(source.path, f"distributedInfo is {info!r:.60}, not an object")
     trace = KinetoTrace(source.path, distributed=dict(info))
     trace.device_name = name
+    trace.base_ns = _base_ns(source.path, meta.get(BASE_TIME_KEY, 0))
     columns.finish(trace)
     return trace
+
+
+#: the top-level key of the time `ts` counts from (libkineto output_json.cpp)
+BASE_TIME_KEY = "baseTimeNanoseconds"
+
+
+def _base_ns(path: str, value: Any) -> int:
+    """The trace's base time in ns. Raises TraceFormatError if it is not a whole number
+    of ns from 0 up to MAX_US µs."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if type(value) is not int or not 0 <= value < MAX_US * 1000:
+        raise TraceFormatError(path, f"{BASE_TIME_KEY} is {value!r:.60}, not a time in ns")
+    return value
 
 
 def _malformed(batch: list[Any]) -> tuple[int, str | None]:

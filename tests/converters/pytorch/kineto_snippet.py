@@ -48,6 +48,8 @@ class Snippet:
     corr: int = 1000
     #: Kineto's `distributedInfo` (backend, rank, world_size, pg_config), when distributed
     distributed: dict[str, Any] | None = None
+    #: other top-level keys (`baseTimeNanoseconds`, `displayTimeUnit`)
+    meta: dict[str, Any] = field(default_factory=dict)
 
     def _next(self) -> int:
         self.corr += 1
@@ -147,6 +149,7 @@ class Snippet:
         }
         if self.distributed is not None:
             doc["distributedInfo"] = self.distributed
+        doc |= self.meta
         path.write_bytes(gzip.compress(json.dumps(doc).encode()))
         return path
 
