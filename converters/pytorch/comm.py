@@ -27,6 +27,7 @@ COLLECTIVES: dict[str, int] = {
     "allgatherbase": pb.ALL_GATHER,
     "allgatherintotensor": pb.ALL_GATHER,
     "allgathercoalesced": pb.ALL_GATHER,
+    "allgatherintotensorcoalesced": pb.ALL_GATHER,
     "gather": pb.GATHER,
     "scatter": pb.SCATTER,
     "broadcast": pb.BROADCAST,
@@ -36,6 +37,7 @@ COLLECTIVES: dict[str, int] = {
     "reducescatter": pb.REDUCE_SCATTER,
     "reducescatterbase": pb.REDUCE_SCATTER,
     "reducescattertensor": pb.REDUCE_SCATTER,
+    "reducescattertensorcoalesced": pb.REDUCE_SCATTER,
     "barrier": pb.BARRIER,
 }
 SEND, RECV = "send", "recv"

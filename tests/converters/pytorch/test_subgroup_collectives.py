@@ -216,3 +216,30 @@ def test_truncated_rank_lists_are_completed() -> None:
     uneven = {"Process Group Ranks": "[0, 1, 4, 5, ...]", "Group size": 8}
     assert group_ranks(uneven) == ()
     assert group_ranks({"Process Group Ranks": "[0, 2]", "Group size": 2}) == (0, 2)
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("allgather_into_tensor_coalesced", pb.ALL_GATHER),
+        ("reduce_scatter_tensor_coalesced", pb.REDUCE_SCATTER),
+        ("allreduce_coalesced", pb.ALL_REDUCE),
+        ("_reduce_scatter_base", pb.REDUCE_SCATTER),
+        ("all_to_all", pb.ALL_TO_ALL),
+    ],
+)
+def test_coalesced_collective_names_have_a_type(tmp_path: Path, name: str, kind: int) -> None:
+    """`Collective name` of ProcessGroupNCCL's coalesced ops: the type comes from it when
+    the kernel's name says nothing (a SendRecv kernel, which all-to-all also runs on).
+    The two `_tensor_coalesced` names were unknown (written as all-reduce, counted as
+    unknown type)."""
+    k = _rank_trace(0, 1)
+    k.step(1, 1000.0, 200.0)
+    comms = _comms(name, "0", [0], 1024, "Float")
+    kernel = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
+    _collective(k, 1010.0, kernel, TP_STREAM, (1020.0, 1100.0), comms, on_kernel=True)
+    k.runtime("cudaDeviceSynchronize", 1050.0, 52.0)
+    result = convert([k.write(tmp_path / "rank0.json.gz")], tmp_path / "et", prefix="t")
+    colls = [n for n in read_et(result.ranks[0].path)[1] if n.type == pb.COMM_COLL_NODE]
+    assert [attrs_dict(n)["comm_type"] for n in colls] == [kind]
+    assert result.ranks[0].unknown_comm == 0
