@@ -34,6 +34,7 @@ from lumos.converters.pytorch.host_et import CommArgs, HostTrace
 from lumos.converters.pytorch.kineto import KinetoTrace
 from lumos.converters.pytorch.p2p_batch import BatchFinder, is_batch_kernel, split_task
 from lumos.converters.pytorch.tasks import TaskKind, TaskTable
+from lumos.proto import pb
 
 #: Kineto's argument naming a collective (`record_param_comms`, and the NCCL kernel in
 #: newer releases), next to its size, dtype and group
@@ -148,7 +149,15 @@ def _annotate(
     attrs[cv.COMM_SEQ] = seq.get(pg, 0)
     if kind is None:
         attrs["_unknown_comm"] = True
+    elif not size and kind != pb.BARRIER:
+        _guess(table, "size named by no source (a CUDA graph's replay carries none): 0 bytes")
     seq[pg] = seq.get(pg, 0) + 1
+
+
+def _guess(table: TaskTable, what: str) -> None:
+    """Count one communication op whose attribute `what` says how it was guessed."""
+    guesses = table.counts.setdefault("comm_guesses", {})
+    guesses[what] = guesses.get(what, 0) + 1
 
 
 def _set_p2p(
@@ -207,9 +216,7 @@ def _members(
     if ranks:
         ctx.groups[pg] = ranks
         return ranks
-    guesses = table.counts.setdefault("comm_guesses", {})
-    key = f"group {pg!r} named by no source: taken as all {ctx.world_size} ranks"
-    guesses[key] = guesses.get(key, 0) + 1
+    _guess(table, f"group {pg!r} named by no source: taken as all {ctx.world_size} ranks")
     return tuple(range(ctx.world_size))
 
 
@@ -225,9 +232,7 @@ def _size(
     if "In msg nelems" in args:
         dtype = str(args.get("dtype", "float"))
         if not known_dtype(dtype):
-            guesses = table.counts.setdefault("comm_guesses", {})
-            key = f"dtype {dtype!r} of unknown width: sized at 4 bytes an element"
-            guesses[key] = guesses.get(key, 0) + 1
+            _guess(table, f"dtype {dtype!r} of unknown width: sized at 4 bytes an element")
         return int(args["In msg nelems"]) * dtype_bytes(dtype)
     for outer in reversed(chain):
         size = dims_bytes(trace.args.get(outer))

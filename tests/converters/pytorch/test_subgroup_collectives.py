@@ -243,3 +243,31 @@ def test_coalesced_collective_names_have_a_type(tmp_path: Path, name: str, kind:
     colls = [n for n in read_et(result.ranks[0].path)[1] if n.type == pb.COMM_COLL_NODE]
     assert [attrs_dict(n)["comm_type"] for n in colls] == [kind]
     assert result.ranks[0].unknown_comm == 0
+
+
+def test_collective_replayed_in_a_cuda_graph_without_a_size_is_a_note(tmp_path: Path) -> None:
+    """An all-reduce captured in a CUDA graph: its replay runs the NCCL kernel with no
+    `record_param_comms` around it, so nothing names its size or group. It was written as
+    a 0-byte collective of group "0" without a word (model mode priced it empty); now
+    each rank's notes count it (replay keeps its recorded time: 0.00 %)."""
+    paths = []
+    for rank in range(2):
+        k = _rank_trace(rank, 2)
+        k.step(1, 1000.0, 400.0)
+        start = 1122.0 + 5.0 * rank
+        ops = [("gemm", 7, 1020.0, 100.0), (ALL_REDUCE, 7, start, 1300.0 - start)]
+        k.graph_launch(1010.0, 8.0, [*ops, ("gemm2", 7, 1302.0, 50.0)])
+        k.runtime("cudaStreamSynchronize", 1030.0, 323.0)
+        k.op("aten::zero_", 1360.0, 5.0)
+        paths.append(k.write(tmp_path / f"rank{rank}.json.gz"))
+    result = convert(paths, tmp_path / "et", prefix="t")
+    assert [s.notes for s in result.ranks] == [
+        [
+            f"{tmp_path / f'rank{r}.json.gz'}: 1 communication op(s): size named by no "
+            "source (a CUDA graph's replay carries none): 0 bytes"
+        ]
+        for r in range(2)
+    ]
+    prefix = tmp_path / "et" / "t"
+    rows = compare(simulate(prefix), read_measured(prefix)).ranks
+    assert all(r.error_pct is not None and abs(r.error_pct) < 0.01 for r in rows)
