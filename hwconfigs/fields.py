@@ -209,6 +209,28 @@ def positive(value: Any, where: str) -> float:
     return float(value)
 
 
+def within(low: float, high: float, unit: str, *, zero: bool = False) -> Parser:
+    """A parser of a number between `low` and `high` (or exactly 0 with `zero`): the band
+    every real system's value in `unit` falls in, so a value given in other units (FLOP/s
+    for TFLOP/s, TB/s for GB/s, seconds for nanoseconds) is refused, not priced."""
+
+    def parse(value: Any, where: str) -> float:
+        number = non_negative(value, where) if zero else positive(value, where)
+        if (zero and number == 0) or low <= number <= high:
+            return number
+        raise ConfigError(
+            f"{where} is {value!r}, outside the {low:g} to {high:g} {unit} real hardware "
+            "has: is it in other units?"
+        )
+
+    return parse
+
+
+#: link and NIC latencies, collective launch: 0 (ideal) or 1 ns to 1 s. The shipped
+#: configs hold 600-4,500 ns; below 1 ns a latency was written in microseconds or seconds.
+LATENCY_NS = within(1.0, 1e9, "ns", zero=True)
+
+
 def non_negative(value: Any, where: str) -> float:
     if not _finite(value) or value < 0:
         raise ConfigError(f"{where} must be a finite number >= 0, got {value!r}{_hint(value)}")
@@ -266,8 +288,10 @@ def efficiency(value: Any, where: str) -> tuple[EfficiencyPoint, ...]:
 
 
 LINK = {
-    "bandwidth_gbps": (positive, REQUIRED),
-    "latency_ns": (non_negative, REQUIRED),
+    # GB/s a direction: the shipped NVLinks hold 150-450 (NVLink 2-4); NVLink 5 is 900
+    # (NVIDIA B200 datasheet), PCIe 3 x16 ~16: 1-10,000 leaves that room, not Tb/s or B/s
+    "bandwidth_gbps": (within(1.0, 1e4, "GB/s a direction"), REQUIRED),
+    "latency_ns": (LATENCY_NS, REQUIRED),
     "efficiency": (efficiency, (EfficiencyPoint(1, 1.0),)),
 }
 

@@ -17,11 +17,12 @@ from typing import Any
 
 from lumos.errors import ConfigError
 from lumos.hwconfigs.fields import (
-    REQUIRED as _REQUIRED,
-)
-from lumos.hwconfigs.fields import (
+    LATENCY_NS,
     Parser,
     config_file,
+)
+from lumos.hwconfigs.fields import (
+    REQUIRED as _REQUIRED,
 )
 from lumos.hwconfigs.fields import (
     choice as _choice,
@@ -42,13 +43,7 @@ from lumos.hwconfigs.fields import (
     link as _link,
 )
 from lumos.hwconfigs.fields import (
-    non_negative as _non_negative,
-)
-from lumos.hwconfigs.fields import (
     optional_link as _optional_link,
-)
-from lumos.hwconfigs.fields import (
-    optional_positive as _optional_positive,
 )
 from lumos.hwconfigs.fields import (
     positive as _positive,
@@ -58,6 +53,9 @@ from lumos.hwconfigs.fields import (
 )
 from lumos.hwconfigs.fields import (
     text as _text,
+)
+from lumos.hwconfigs.fields import (
+    within as _within,
 )
 from lumos.hwconfigs.schema import (
     CollectiveChoice,
@@ -110,18 +108,33 @@ def _ref(kind: str, base: Path, build: Callable[[Mapping[str, Any], str, Path], 
     return parse
 
 
+#: Bands a GPU's figures fall in, so one given in other units is refused (`within`).
+#: Shipped GPUs (hwconfigs/gpus/): dense peaks 7.8 (V100 FP64) to 1,978.9 TFLOP/s (H100
+#: FP8); NVIDIA's B200 datasheet: 4,500 dense FP8 TFLOP/s, 8 TB/s and 180 GB of HBM3e;
+#: HBM 900 GB/s (V100) to 4,800 (H200), 32 to 141 GB. The bands leave a decade or more
+#: each side and refuse FLOP/s or PFLOP/s, TB/s or MB/s, bytes or TB.
+_TENSOR_TFLOPS = _within(1.0, 1e5, "dense TFLOP/s")
+_VECTOR_TFLOPS = _within(0.01, 1e5, "dense TFLOP/s")  # FP32/FP64: an L4 has 0.49 FP64
+_HBM_GBPS = _within(100.0, 1e5, "GB/s")
+_HBM_GB = _within(1.0, 1e4, "GB")
+
+
+def _optional_tensor_tflops(value: Any, where: str) -> float | None:
+    return None if value is None else _TENSOR_TFLOPS(value, where)
+
+
 def _gpu(data: Mapping[str, Any], where: str, base: Path) -> GpuSpec:
     table = {
         "name": (_text, _REQUIRED),
         "description": (_text, ""),
-        "peak_bf16_tflops": (_positive, _REQUIRED),
-        "peak_fp16_tflops": (_positive, _REQUIRED),
-        "peak_tf32_tflops": (_positive, _REQUIRED),
-        "peak_fp32_tflops": (_positive, _REQUIRED),
-        "peak_fp64_tflops": (_positive, _REQUIRED),
-        "peak_fp8_tflops": (_optional_positive, None),
-        "hbm_bandwidth_gbps": (_positive, _REQUIRED),
-        "hbm_capacity_gb": (_positive, _REQUIRED),
+        "peak_bf16_tflops": (_TENSOR_TFLOPS, _REQUIRED),
+        "peak_fp16_tflops": (_TENSOR_TFLOPS, _REQUIRED),
+        "peak_tf32_tflops": (_TENSOR_TFLOPS, _REQUIRED),
+        "peak_fp32_tflops": (_VECTOR_TFLOPS, _REQUIRED),
+        "peak_fp64_tflops": (_VECTOR_TFLOPS, _REQUIRED),
+        "peak_fp8_tflops": (_optional_tensor_tflops, None),
+        "hbm_bandwidth_gbps": (_HBM_GBPS, _REQUIRED),
+        "hbm_capacity_gb": (_HBM_GB, _REQUIRED),
     }
     return GpuSpec(**_fields(data, table, where))
 
@@ -137,7 +150,7 @@ def _node(data: Mapping[str, Any], where: str, base: Path) -> NodeSpec:
         "nvswitch": (_flag, True),
         "nvls": (_optional_link, None),
         "nics_per_node": (_count, _REQUIRED),
-        "collective_launch_ns": (_non_negative, 0.0),
+        "collective_launch_ns": (LATENCY_NS, 0.0),
     }
     fields = _fields(data, table, where)
     if fields["nvls"] is not None and not fields["nvswitch"]:
@@ -151,8 +164,9 @@ def _fabric(data: Mapping[str, Any], where: str, base: Path) -> FabricSpec:
         "description": (_text, ""),
         "transport": (_choice(tuple(t.value for t in Transport)), _REQUIRED),
         "topology": (_choice(tuple(t.value for t in FabricTopology)), _REQUIRED),
-        "nic_line_rate_gbit_per_s": (_positive, _REQUIRED),
-        "nic_latency_ns": (_non_negative, _REQUIRED),
+        # Gb/s as marketed: the shipped fabrics 100-400, ConnectX-8 800 (NVIDIA)
+        "nic_line_rate_gbit_per_s": (_within(1.0, 1e5, "Gb/s"), _REQUIRED),
+        "nic_latency_ns": (LATENCY_NS, _REQUIRED),
         "nic_efficiency": (_efficiency, (EfficiencyPoint(1, 1.0),)),
         "oversubscription": (_positive, 1.0),
         "nodes_per_leaf": (_count, 32),

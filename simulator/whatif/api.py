@@ -20,6 +20,7 @@ from lumos.proto import pb
 from lumos.simulator.costmodel.roofline import CostModel
 from lumos.simulator.result import SimResult
 from lumos.simulator.whatif import nodes as nd
+from lumos.simulator.whatif.checks import check_edits
 from lumos.simulator.whatif.contention import recontend
 from lumos.simulator.whatif.dims import ModelDims, hidden_map, infer_dims, seq_map
 from lumos.simulator.whatif.dp import dp_degree, set_dp
@@ -109,7 +110,9 @@ def _activation_roles(ets: EtSet) -> set[tuple[int, ...]]:
 
 
 def apply_edits(rec: Recovered, spec: WhatIf) -> tuple[EtSet, list[str]]:
-    """The edited trace and one note per edit. Raises ConfigError for an impossible edit."""
+    """The edited trace and one note per edit. Raises ConfigError for an impossible edit,
+    ResourceLimitError for one past a limit (`checks.check_edits`)."""
+    check_edits(rec, spec)
     ets, notes, dims = rec.ets, [], rec.dims
     model = _cost_model(ets, spec)
     if spec.layers is not None:

@@ -280,6 +280,11 @@ class ParallelPlan:
                 "plan: packed_doc_len must be >= 0 (0: unpacked) and is modelled with flash "
                 "attention without context parallelism"
             )
+        if self.packed_doc_len > self.seq:
+            raise ConfigError(
+                f"plan: packed_doc_len {self.packed_doc_len} is longer than seq {self.seq}: "
+                "packed documents are at most one sequence long"
+            )
         from lumos.simulator.workload.lora import check as check_lora
 
         check_lora(self, model)

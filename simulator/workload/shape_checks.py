@@ -7,6 +7,11 @@ refuses virtual stages without pipeline parallelism); a model with chunked atten
 chunk; a hybrid Mamba-2 model (`_check_hybrid`) splits its Mamba heads and groups over TP;
 a parallel attention / MLP block (`_check_parallel`) is priced without what its generator
 does not model.
+Sequence parallelism scatters each CP rank's seq / cp tokens over the TP ranks, which
+Megatron-Core only does evenly (megatron/core/tensor_parallel/mappings.py: "First dimension
+of the tensor should be divisible by tensor parallel size"); a sliding window under context
+parallelism is refused because the ring is priced over the whole causal sequence, not the
+window's band (`attention.band` prices the window without CP only).
 The plan's other rules (batch, ZeRO, experts, recipes) stay in `plan`."""
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ class _Plan(SplitPlan, Protocol):
     def selective_modules(self) -> frozenset[str]: ...
     @property
     def framework(self) -> str: ...
+    @property
+    def sequence_parallel(self) -> bool: ...
 
 
 def check_shape(plan: _Plan, model: ModelSpec) -> None:
@@ -53,6 +60,20 @@ def check_shape(plan: _Plan, model: ModelSpec) -> None:
         )
     if plan.seq % (2 * plan.cp if plan.cp > 1 else 1):
         raise ConfigError(f"plan: seq {plan.seq} must divide into 2 x cp chunks")
+    local = plan.seq // plan.cp
+    if plan.sequence_parallel and plan.tp > 1 and local % plan.tp:
+        raise ConfigError(
+            f"plan: sequence parallelism splits each CP rank's {local} tokens (seq / cp) over "
+            f"tp {plan.tp} ranks, which must divide them (Megatron-Core asserts it); give a seq "
+            "that does, or --no-sp"
+        )
+    windowed = any(model.is_window_layer(i) for i in range(model.layers))
+    if plan.cp > 1 and windowed and model.window < plan.seq:
+        raise ConfigError(
+            f"plan: context parallelism with {model.name}'s sliding window ({model.window} "
+            f"keys < seq {plan.seq}) is not modelled: the ring would be priced over the whole "
+            "causal sequence, not the window; use cp 1"
+        )
     if model.chunk and plan.seq > model.chunk:
         raise ConfigError(
             f"plan: seq {plan.seq} is longer than {model.name}'s attention chunk "

@@ -352,6 +352,11 @@ def model_from_dict(data: dict[str, Any], where: str, name: str = "") -> ModelSp
             f"and heads by kv_heads ({values['kv_heads']})"
         )
     spec = ModelSpec(**values)
+    if spec.moe and not spec.pattern and not spec.moe_layers:
+        raise ConfigError(
+            f"{where}: {spec.experts} experts but no layer holds them: first_dense "
+            f"({spec.first_dense}) leaves none of the {spec.layers} layers a MoE layer"
+        )
     hybrid_spec.check_hybrid(spec, where)
     return spec
 
