@@ -353,10 +353,7 @@ def model_from_dict(data: dict[str, Any], where: str, name: str = "") -> ModelSp
         )
     spec = ModelSpec(**values)
     if spec.moe and not spec.pattern and not spec.moe_layers:
-        raise ConfigError(
-            f"{where}: {spec.experts} experts but no layer holds them: first_dense "
-            f"({spec.first_dense}) leaves none of the {spec.layers} layers a MoE layer"
-        )
+        raise ConfigError(f"{where}: {spec.experts} experts but no layer holds them (first_dense)")
     hybrid_spec.check_hybrid(spec, where)
     return spec
 

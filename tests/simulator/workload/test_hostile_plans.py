@@ -68,7 +68,7 @@ def test_seq_past_llama4_attention_chunk_is_refused() -> None:
 
 #: (label, model, plan) that are odd but valid
 ODD: list[tuple[str, str, dict[str, Any]]] = [
-    ("15-heads-tp5", "SmolLM-360M", {"tp": 5, "gbs": 8, "mbs": 8}),
+    ("15-heads-tp5", "SmolLM-360M", {"tp": 5, "gbs": 8, "mbs": 8, "seq": 2560}),  # SP: 5 | seq
     ("vocab-49155-tp2", "granite-3.0-8b-base", {"tp": 2, "dp": 4, "gbs": 8}),
     ("vocab-32016-tp8", "CodeLlama-34b-hf", {"tp": 8, "pp": 2, "gbs": 8}),
     ("cp-3", "Llama-3.2-1B", {"cp": 3, "seq": 6144}),
