@@ -98,6 +98,7 @@ LEGACY = ("Megatron-LM", "DeepSpeed")
 MOE_MODELS = {
     "Llama 4 Scout 17B-16E": "llama4-scout",
     "Llama 4 Maverick 17B-128E": "llama4-maverick",
+    "Nemotron V3 Nano 30B": "nemotron-3-nano-30b",
 }
 #: what NVIDIA-NeMo/Megatron-Bridge's MoE performance recipes set where the published table
 #: is silent: expert TP 1 (scripts/performance/configs/qwen/qwen3_workload_base_configs.py:

@@ -124,10 +124,10 @@ class Generator:
 
     def _dense_layer_params(self, index: int) -> int:
         """Weights of layer `index` on one TP rank outside its routed experts."""
-        if self.model.is_moe_layer(index):
-            return self.ctx.local_params(self.model.moe_dense_params())
         if self.model.pattern:  # a hybrid's layers differ by kind (`hybrid_spec`)
             return self.ctx.local_params(kind_params(self.model, self.model.pattern[index]))
+        if self.model.is_moe_layer(index):
+            return self.ctx.local_params(self.model.moe_dense_params())
         return self.ctx.layer_params_local()
 
     def expert_params(self, v: int) -> list[int]:

@@ -22,6 +22,15 @@ turns those into the common names before anything is read (transformers'
   new_decoder_architecture else (1 if multi_query else num_heads)`); `n_head_kv` is the
   older name of `num_kv_heads`; `apply_residual_connection_post_layernorm: true` (the
   residual taken after the norm) is refused;
+- `nemotron_h` (NemotronHConfig, Nemotron 3): the MoE layers' shared expert is one MLP
+  `moe_shared_expert_intermediate_size` wide whatever `n_shared_experts` says (Nemotron 3
+  Nano: 1 and 3712, twice `moe_intermediate_size`; NVIDIA-NeMo/Megatron-Bridge
+  `models/nemotronh/nemotron_h_bridge.py` @ 03c781b8 maps that width to Megatron-Core's
+  `moe_shared_expert_intermediate_size`, the total shared width, and reads no count), so
+  the count is dropped when the width is given; a `layers_block_type` list ("mamba",
+  "attention", "mlp", "moe") is the `hybrid_override_pattern` it spells; every norm is
+  an RMSNorm (NemotronHRMSNorm; the bridge sets `normalization = "RMSNorm"`), whatever
+  epsilon names the config carries (Nemotron 3's `layer_norm_epsilon` and `norm_eps`);
 - `opt` (OPTConfig): `ffn_dim` is the FFN width and `enable_bias` the linears' biases;
   `word_embed_proj_dim` other than `hidden_size` (OPT-350m's projections around the
   decoder), `do_layer_norm_before: false` (its post-LN) and `layerdrop` > 0 are refused.
@@ -93,6 +102,26 @@ def _llama4_text(data: Config, where: str) -> Config:
     return out
 
 
+#: NemotronHConfig's `layers_block_type` names -> the pattern's characters (`hybrid_spec`)
+_BLOCKS = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}
+
+
+def _nemotron_h(data: Config, where: str) -> Config:
+    out = dict(data)
+    if out.get("norm") is None and out.get("normalization") is None:
+        out["normalization"] = "RMSNorm"
+    if out.get("moe_shared_expert_intermediate_size") is not None:
+        out.pop("n_shared_experts", None)
+    blocks = out.pop("layers_block_type", None)
+    if blocks is not None and out.get("hybrid_override_pattern") is None:
+        if not isinstance(blocks, list) or any(b not in _BLOCKS for b in blocks):
+            raise ConfigError(
+                f"{where}: layers_block_type must list {', '.join(_BLOCKS)}, got {blocks!r}"
+            )
+        out["hybrid_override_pattern"] = "".join(_BLOCKS[b] for b in blocks)
+    return out
+
+
 def _opt(data: Config, where: str) -> Config:
     out = dict(data)
     if "ffn_dim" in out:
@@ -138,6 +167,7 @@ LAYOUTS: dict[str, Callable[[Config, str], Config]] = {
     "falcon": _falcon,
     "dbrx": _dbrx,
     "llama4_text": _llama4_text,
+    "nemotron_h": _nemotron_h,
     "opt": _opt,
 }
 

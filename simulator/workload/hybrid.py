@@ -6,12 +6,14 @@ character, each with its own pre-norm and residual add, the norm fused into the 
 first linear (`TELayerNormColumnParallelLinear`): `M` a `MambaLayer` (`mamba`), `*` a
 `TransformerLayer` holding self-attention only (norm → QKV → core attention → output
 projection → residual; its MLP is an identity), `-` a `TransformerLayer` holding the MLP
-only (norm → FC1 → activation → FC2 → residual). The attention and MLP halves are `layer`'s
+only (norm → FC1 → activation → FC2 → residual), `E` a `TransformerLayer` holding an MoE
+MLP only (norm → router, dispatch, experts, combine, shared expert → residual: `moe`'s
+layer, its all-to-alls on the EP group). The attention and MLP halves are `layer`'s
 (the same GEMMs, collectives, FP8 casts and userbuffers splits); Nemotron-H's attention
 has no position embedding (`position` "none": no RoPE kernel). Full recompute re-runs a
 layer's forward before its backward; Megatron's selective modules act on the layers they
-name (`core_attn` the attention layers, `mlp` the MLP layers, `layernorm` every layer's
-norm).
+name (`core_attn` the attention layers, `mlp` the MLP layers, `moe_act` the experts'
+activations, `layernorm` every layer's norm).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from lumos.simulator.workload.layer import (
     gathered_gemm,
 )
 from lumos.simulator.workload.mamba import mamba_backward, mamba_forward
+from lumos.simulator.workload.moe import moe_backward, moe_forward
 
 #: what a hybrid model's estimate assumes, and how it has done (docs/estimate.md, "Hybrid
 #: Mamba-2 / Transformer models")
@@ -66,6 +69,11 @@ def _mlp_layer_forward(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...]) -
     return _residual(blk, ctx, f"{tag}.residual2", _mlp_forward(blk, ctx, tag, ln))
 
 
+def _moe_layer_forward(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...]) -> int:
+    ln = ew.norm(blk, ctx, f"{tag}.norm2", waits=waits)
+    return _residual(blk, ctx, f"{tag}.residual2", moe_forward(blk, ctx, tag, ln))
+
+
 def hybrid_forward(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...], index: int) -> int:
     """Append the forward of layer `index` as its kind runs it (module doc); returns its
     residual add."""
@@ -74,6 +82,8 @@ def hybrid_forward(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...], index
         return mamba_forward(blk, ctx, tag, waits)
     if kind == "*":
         return _attention_forward(blk, ctx, tag, waits)
+    if kind == "E":
+        return _moe_layer_forward(blk, ctx, tag, waits)
     return _mlp_layer_forward(blk, ctx, tag, waits)
 
 
@@ -104,6 +114,14 @@ def _mlp_layer_backward(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...]) 
     return ew.norm(blk, ctx, f"{tag}.norm2_bwd", backward=True, waits=red)
 
 
+def _moe_layer_backward(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...]) -> int:
+    blk.compute(f"{tag}.residual2_bwd", *ctx.mem(ctx.T_sp * ctx.h * BF16 * 2), waits=waits)
+    if "layernorm" in ctx.plan.selective_modules:
+        ew.norm(blk, ctx, f"{tag}.norm2.recompute")
+    red = moe_backward(blk, ctx, tag)
+    return ew.norm(blk, ctx, f"{tag}.norm2_bwd", backward=True, waits=red)
+
+
 def hybrid_backward(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...], index: int) -> int:
     """Append the backward of layer `index` (its forward re-run first under full
     recompute); returns its last node."""
@@ -115,4 +133,6 @@ def hybrid_backward(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...], inde
         return mamba_backward(blk, ctx, tag, waits)
     if kind == "*":
         return _attention_backward(blk, ctx, tag, waits)
+    if kind == "E":
+        return _moe_layer_backward(blk, ctx, tag, waits)
     return _mlp_layer_backward(blk, ctx, tag, waits)

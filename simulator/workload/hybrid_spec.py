@@ -5,7 +5,8 @@ A hybrid decoder is a string of layer kinds, one character a layer (Megatron-Cor
 `hybrid_override_pattern`, megatron/core/ssm/mamba_hybrid_layer_allocation.py): `M` a
 Mamba-2 layer (norm, `MambaMixer`, residual add), `*` a self-attention layer (norm,
 attention, residual; no MLP), `-` an MLP layer (norm, MLP, residual). `layers` is the
-pattern's length (Megatron asserts `num_layers == len(pattern)`). The mixer's keys
+pattern's length (Megatron asserts `num_layers == len(pattern)`), `E` a mixture-of-experts
+layer (norm, the MoE MLP of the model's `experts` keys, residual; Nemotron 3). The mixer's keys
 (`MambaDims`): `mamba_heads` (nheads), `mamba_head_dim` (P), `ssm_state` (N, d_state),
 `mamba_groups` (G: the heads of a group share one B and one C), `conv_kernel` (the
 depthwise causal convolution's width) and `chunk_size` (Q, the SSD scan's chunk); d_inner =
@@ -13,8 +14,9 @@ heads x head_dim. Unset, they take Megatron-Core's defaults (TransformerConfig
 `mamba_state_dim` 128, `mamba_head_dim` 64, `mamba_num_groups` 8, d_inner = 2 x hidden;
 MambaMixer `d_conv=4`, `chunk_size=128`). Hugging Face (`nemotron_h`: `ssm_state_size`,
 `n_groups`, `conv_kernel`, `chunk_size`, `expand`) and Megatron names are accepted
-(`ALIASES`). What lumos does not model is refused by name: MoE layers (`E`, Nemotron 3),
-other layer kinds, a ratio-allocated hybrid without a pattern, projection biases.
+(`ALIASES`). What lumos does not model is refused by name: other layer kinds, a
+ratio-allocated hybrid without a pattern, projection biases, LatentMoE (Nemotron 3 Super's
+`moe_latent_size`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
     from lumos.simulator.workload.spec import ModelSpec
 
 #: the layer kinds a pattern may hold (module doc)
-KINDS = {"M": "Mamba-2", "*": "self-attention", "-": "MLP"}
+KINDS = {"M": "Mamba-2", "*": "self-attention", "-": "MLP", "E": "mixture-of-experts"}
 #: lumos key -> accepted names (first: lumos' own)
 ALIASES: dict[str, tuple[str, ...]] = {
     "pattern": ("pattern", "hybrid_override_pattern", "hybrid_layer_pattern"),
@@ -54,6 +56,7 @@ UNMODELLED = {
     "hybrid_attention_ratio": "layers allocated by ratio; give hybrid_override_pattern",
     "hybrid_mlp_ratio": "layers allocated by ratio; give hybrid_override_pattern",
     "mamba_proj_bias": "biases on the Mamba in/out projections (Megatron-Core asserts none)",
+    "moe_latent_size": "LatentMoE (experts on a latent width between down and up projections)",
 }
 NAMES = frozenset({n for group in ALIASES.values() for n in group} | IGNORED | set(UNMODELLED))
 #: Megatron-Core's defaults (module doc)
@@ -128,10 +131,9 @@ def hybrid_fields(data: dict[str, Any], where: str) -> tuple[dict[str, Any], dic
         raise ConfigError(f"{where}: the hybrid pattern must be a non-empty string")
     bad = sorted(set(pattern) - set(KINDS))
     if bad:
-        what = "mixture-of-experts layers" if bad[0] == "E" else f"layer kind {bad[0]!r}"
         raise ConfigError(
-            f"{where}: the hybrid pattern holds {what}, which lumos does not model "
-            "(M Mamba-2, * attention, - MLP)"
+            f"{where}: the hybrid pattern holds layer kind {bad[0]!r}, which lumos does not "
+            "model (M Mamba-2, * attention, - MLP, E mixture of experts)"
         )
     layers = rest.get("layers")  # hf_spec has renamed num_hidden_layers / num_layers
     if layers is None:
@@ -167,28 +169,41 @@ def _mamba(dims: dict[str, Any], rest: dict[str, Any], where: str) -> MambaDims:
 
 
 def kind_params(model: ModelSpec, kind: str) -> int:
-    """Weights of one layer of `kind`, its pre-norm included: a Mamba-2 layer's mixer, an
-    attention layer's attention (the transformer layer's less its MLP norm), an MLP
-    layer's MLP (the transformer layer's less its attention half, plus one norm)."""
+    """Weights of one layer of `kind` outside its routed experts, its pre-norm included: a
+    Mamba-2 layer's mixer, an attention layer's attention (the transformer layer's less its
+    MLP norm), an MLP layer's MLP (the transformer layer's less its attention half, plus
+    one norm), an MoE layer's router (hidden x experts) and shared expert."""
     norm = model.hidden * (2 if model.norm.value == "layernorm" else 1)
     if kind == "M":
         assert model.mamba is not None
         return model.mamba.params(model.hidden) + norm
-    attention = model.moe_dense_params()  # attention and the layer's two norms (no experts)
+    if kind == "E":
+        shared = model.hidden * model.shared_ffn * (3 if model.gated else 2)
+        return norm + model.hidden * model.experts + shared
+    attention = model._attention_params()  # attention and the layer's two norms
     if kind == "*":
         return attention - norm
     return model.layer_params() - attention + norm
 
 
-def hybrid_layers_params(model: ModelSpec) -> int:
-    """All decoder layers' weights of a hybrid model (`kind_params` per layer)."""
-    return sum(n * kind_params(model, k) for k, n in Counter(model.pattern).items())
+def hybrid_layers_params(model: ModelSpec, active: bool = False) -> int:
+    """All decoder layers' weights of a hybrid model (`kind_params` per layer, and each MoE
+    layer's routed experts: all of them, or the `top_k` one token uses when `active`)."""
+    counts = Counter(model.pattern)
+    routed = counts["E"] * (model.top_k if active else model.experts) * model.expert_params()
+    return routed + sum(n * kind_params(model, k) for k, n in counts.items())
 
 
 def check_hybrid(model: ModelSpec, where: str) -> None:
-    """Raise ConfigError when a hybrid pattern meets a trait lumos does not model with it."""
+    """Raise ConfigError when a hybrid pattern meets a trait lumos does not model with it,
+    or its `E` layers and the model's experts do not go together."""
+    if model.pattern and model.moe != ("E" in model.pattern):
+        what = "experts need E layers" if model.moe else "E layers need experts and top_k"
+        raise ConfigError(f"{where}: a hybrid pattern's {what}")
     traits = {
-        "experts": model.moe,
+        "moe_every / first_dense (the pattern places the MoE layers)": (
+            model.moe_every != 1 or model.first_dense > 0
+        ),
         "multi-head latent attention": model.mla,
         "multi-token prediction": model.mtp_layers > 0,
         "sliding-window attention": model.window > 0,
@@ -205,10 +220,14 @@ def hybrid_flops_per_sequence(model: ModelSpec, seq: int) -> float:
     (s·h·ffn twice), the attention layers (s·h·d·(heads + kv_heads), twice; 2·s²·heads·d,
     full, not causal), the Mamba layers (in_proj and out_proj s·h·(3·d_inner + 2·G·N +
     heads); the SSD scan s·d_inner·Q + 2·s·d_inner·N + s·Q·N·G) and the output layer
-    (s·h·V); the embedding lookup is not counted."""
+    (s·h·V); the embedding lookup is not counted. An MoE layer counts its `top_k` routed
+    experts and its shared expert as MLPs, the router not (Megatron-Bridge
+    `training/utils/flop_utils.py` @ a5b3b5a4, `moe_layer_flops`)."""
     s, h, n = seq, model.hidden, Counter(model.pattern)
     width = model.heads * model.head_dim
-    mlp = s * h * (model.ffn * (2 if model.gated else 1) + model.ffn)
+    g = 2 if model.gated else 1
+    mlp = s * h * (model.ffn * g + model.ffn)
+    moe = s * h * (model.top_k * model.moe_ffn + model.shared_ffn) * (g + 1)
     attn = 2 * s * h * model.head_dim * (model.heads + model.kv_heads) + 2 * s * s * width
     mamba = 0.0
     if model.mamba is not None:
@@ -217,4 +236,4 @@ def hybrid_flops_per_sequence(model: ModelSpec, seq: int) -> float:
         scan = s * m.inner * m.chunk + 2 * s * m.inner * m.state
         mamba = proj + scan + s * m.chunk * m.state * m.groups
     head = s * h * model.vocab
-    return 6.0 * (n["-"] * mlp + n["*"] * attn + n["M"] * mamba + head)
+    return 6.0 * (n["-"] * mlp + n["E"] * moe + n["*"] * attn + n["M"] * mamba + head)

@@ -117,7 +117,8 @@ def _check_hybrid(plan: _Plan, model: ModelSpec) -> None:
     `_select_layers_for_pipeline_parallel` asserts so), no uneven split. Modelled on the
     megatron framework only, without context parallelism (Megatron's all-to-all of the
     Mamba heads, `MambaContextParallel`), ZeRO-3 (per-layer gathers of layers that differ
-    by kind) or LoRA (adapters on the Mamba projections are not priced)."""
+    by kind), LoRA (adapters on the Mamba projections are not priced) or the EP all-to-all
+    overlap (`moe_overlap` pairs transformer layers)."""
     if not model.pattern:
         return
     m = model.mamba
@@ -138,3 +139,5 @@ def _check_hybrid(plan: _Plan, model: ModelSpec) -> None:
             "plan: a hybrid Mamba-2 model is modelled on the megatron framework without "
             "context parallelism, ZeRO-3 or LoRA"
         )
+    if plan.a2a_overlap:
+        raise ConfigError("plan: a2a_overlap with a hybrid Mamba-2 model is not modelled")

@@ -17,7 +17,8 @@ reads heads x `v_head`. Multi-token prediction (`mtp_layers` > 0; DeepSeek-V3, M
 norms, a [2·hidden → hidden] projection, one more transformer layer and a final norm before
 the shared output layer; `params` leaves them out (as DeepSeek's 671B / 37B do),
 `mtp_params` counts them. A hybrid Mamba-2 / Transformer model (Nemotron-H; `pattern`, parsed
-by `hybrid_spec`) is a string of Mamba-2, attention and MLP layers, `mamba` its mixer's shape.
+by `hybrid_spec`) is a string of Mamba-2, attention, MLP and MoE layers, `mamba` its mixer's
+shape.
 """
 
 from __future__ import annotations
@@ -147,7 +148,9 @@ class ModelSpec:
         """Whether layer `index` (0-based) holds experts instead of a dense MLP: every
         `moe_every`-th layer from layer `first_dense` (Megatron's integer `moe_layer_freq`
         with `first_dense` 0; DeepSeek's `first_k_dense_replace`; Llama 4 Maverick's odd
-        layers: `first_dense` 1, `moe_every` 2)."""
+        layers: `first_dense` 1, `moe_every` 2); in a hybrid, its pattern's `E` layers."""
+        if self.pattern:
+            return self.moe and index < len(self.pattern) and self.pattern[index] == "E"
         return (
             self.moe
             and index >= self.first_dense
@@ -262,7 +265,7 @@ class ModelSpec:
         final_norm = self.hidden * (2 if self.norm is Norm.LAYERNORM else 1)
         moe = self.moe_layers
         layers = (self.layers - moe) * self.layer_params() + moe * self.moe_layer_params(active)
-        layers = hybrid_layers_params(self) if self.pattern else layers
+        layers = hybrid_layers_params(self, active) if self.pattern else layers
         return layers + self.embedding_params() + final_norm
 
 
