@@ -43,7 +43,7 @@ EXPLAINED: dict[str, str] = {
     "key heads are counted (session 8: Megatron-Core's q_layernorm / k_layernorm are TE "
     "norms that keep their input); the same plan fitted with 0.1 GB to spare before: "
     "within the accounting's margin, the term not contradicted, nothing else found",
-    r"^AM-": "NeMo AutoModel: FSDP2 over all GPUs and activation_checkpointing: true in its "
+    r"^AM(2602)?-": "NeMo AutoModel: FSDP2 over all GPUs and activation_checkpointing: true in its "
     "configs, neither passed (the MoE path estimates Megatron with the distributed "
     "optimizer; reading the checkpointing moved M3 12.6 -> 25.9 %, docs/estimate.md)",
     r"^MZ-Qwen3-235B-iEP8-FSDP": "Megatron-FSDP (the row's name): parameters and gradients "

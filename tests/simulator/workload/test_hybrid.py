@@ -226,12 +226,12 @@ def test_model_flops_are_nvidias_nemotron_h_count() -> None:
 @pytest.mark.parametrize(
     ("extra", "match"),
     [
-        ({"pattern": "ME*"}, "mixture-of-experts layers"),
+        ({"pattern": "ME*"}, "E layers need experts"),
         ({"pattern": "M*-", "layers": 4}, "pattern has 3 layers, not 4"),
         ({"pattern": None, "hybrid_attention_ratio": 0.1}, "give hybrid_override_pattern"),
         ({"pattern": None}, "'mamba_heads' needs a hybrid layer pattern"),
         ({"mamba_proj_bias": True}, "biases on the Mamba in/out projections"),
-        ({"experts": 4, "top_k": 1}, "hybrid pattern with experts"),
+        ({"experts": 4, "top_k": 1}, "experts need E layers"),
     ],
 )
 def test_unmodelled_hybrids_are_refused(extra: dict[str, object], match: str) -> None:
