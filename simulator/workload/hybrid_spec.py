@@ -180,7 +180,7 @@ def kind_params(model: ModelSpec, kind: str) -> int:
     if kind == "E":
         shared = model.hidden * model.shared_ffn * (3 if model.gated else 2)
         return norm + model.hidden * model.experts + shared
-    attention = model._attention_params()  # attention and the layer's two norms
+    attention = model.attention_params()  # attention and the layer's two norms
     if kind == "*":
         return attention - norm
     return model.layer_params() - attention + norm

@@ -186,9 +186,9 @@ class ModelSpec:
         """Weights of one MoE layer outside its routed experts: attention, norms, router,
         shared expert."""
         shared = self.hidden * self.shared_ffn * (3 if self.gated else 2)
-        return self._attention_params() + self.hidden * self.experts + shared
+        return self.attention_params() + self.hidden * self.experts + shared
 
-    def _attention_params(self) -> int:
+    def attention_params(self) -> int:
         """Attention weights and the layer's norms (two, four with `post_norms`, one in a
         parallel block with a shared norm, and the query / key head norms)."""
         h, d = self.hidden, self.head_dim
@@ -234,7 +234,7 @@ class ModelSpec:
         up = h * self.ffn * (2 if self.gated else 1)
         down = self.ffn * h
         bias = self.ffn + h if self.bias else 0
-        return self._attention_params() + up + down + bias
+        return self.attention_params() + up + down + bias
 
     def mtp_layer_params(self, active: bool = False) -> int:
         """Weights of one multi-token-prediction layer besides the shared embedding and

@@ -261,7 +261,7 @@ MOE_ASSUMPTION = (
 
 #: what the published mixture-of-experts runs say of these estimates (docs/estimate.md)
 MOE_ACCURACY = (
-    "accuracy: mixture-of-experts estimates are rough: against 20 published H100 MoE runs "
+    "accuracy: mixture-of-experts estimates are rough: against 22 published H100 MoE runs "
     "(Megatron-Bridge, Megatron-Core model zoo, NeMo AutoModel) lumos is -54 % ... +25 % "
     "(mean |error| 14-33 % by set; dense models: 4-7 %), mostly too fast: docs/estimate.md"
 )

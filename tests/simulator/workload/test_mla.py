@@ -179,7 +179,7 @@ def test_deepseek_v3_and_kimi_k2_builtins() -> None:
     ds = load_model("deepseek-v3")
     attn = 7168 * 1536 + 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 + 512 * 128 * 256
     attn += 128 * 128 * 7168 + 2 * 7168
-    assert ds._attention_params() == attn
+    assert ds.attention_params() == attn
     assert ds.params() == pytest.approx(671e9, rel=2e-3)
     assert ds.params(active=True) - ds.vocab * ds.hidden == pytest.approx(36.6e9, rel=2e-3)
     assert (ds.moe_layers, ds.shared_ffn, ds.attention_width) == (58, 2048, 128 * 160)
