@@ -17,8 +17,7 @@ reads heads x `v_head`. Multi-token prediction (`mtp_layers` > 0; DeepSeek-V3, M
 norms, a [2·hidden → hidden] projection, one more transformer layer and a final norm before
 the shared output layer; `params` leaves them out (as DeepSeek's 671B / 37B do),
 `mtp_params` counts them. A hybrid Mamba-2 / Transformer model (Nemotron-H; `pattern`, parsed
-by `hybrid_spec`) is a string of Mamba-2, attention, MLP and MoE layers, `mamba` its mixer's
-shape.
+by `hybrid_spec`) is a string of Mamba-2, attention, MLP and MoE layers (`mamba`: the mixer).
 """
 
 from __future__ import annotations
@@ -149,8 +148,8 @@ class ModelSpec:
         `moe_every`-th layer from layer `first_dense` (Megatron's integer `moe_layer_freq`
         with `first_dense` 0; DeepSeek's `first_k_dense_replace`; Llama 4 Maverick's odd
         layers: `first_dense` 1, `moe_every` 2); in a hybrid, its pattern's `E` layers."""
-        if self.pattern:
-            return self.moe and index < len(self.pattern) and self.pattern[index] == "E"
+        if self.pattern:  # `E` is an MoE layer (`hybrid_spec`)
+            return self.moe and self.pattern[index : index + 1] == "E"
         return (
             self.moe
             and index >= self.first_dense
