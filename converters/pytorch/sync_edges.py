@@ -38,6 +38,18 @@ EVENT_RECORD = ("cudaEventRecord", "hipEventRecord", "cudaEventRecordWithFlags")
 
 
 _SYNC_NAMES = frozenset(DEVICE_SYNC + STREAM_SYNC + EVENT_SYNC + STREAM_WAIT + EVENT_RECORD)
+#: CUPTI's names for the per-thread default-stream builds of the same calls
+#: (`--default-stream per-thread`: `cudaStreamSynchronize_ptsz`, `cudaEventRecord_ptsz`,
+#: `cudaStreamWaitEvent_ptsz`; `_ptds` for the copy family); they wait as the plain call.
+_PER_THREAD_SUFFIXES = ("_ptsz", "_ptds")
+
+
+def api_name(name: str) -> str:
+    """The runtime call `name` is, without CUPTI's per-thread default-stream suffix."""
+    for suffix in _PER_THREAD_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
 
 
 #: a blocking call cannot return before what it waits for ends; CPU and GPU clocks of
@@ -74,7 +86,7 @@ def add_sync_edges(
     runtime = np.flatnonzero((trace.kind[ev] == Kind.RUNTIME) & table.head[:n_cpu])
     runtime = runtime[np.lexsort((runtime, table.start[runtime], table.tid[runtime]))]
     launched = launch_streams(table, index, n_cpu)  # stream each launch task launched on
-    is_sync = np.array([n in _SYNC_NAMES for n in trace.names] or [False], bool)
+    is_sync = np.array([api_name(n) in _SYNC_NAMES for n in trace.names] or [False], bool)
     stream_at = launched[runtime]
     graphs = RecentGraphs(table, index, runtime, stream_at)
     syncs = np.flatnonzero((stream_at < 0) & is_sync[trace.name[ev[runtime]]])
@@ -199,7 +211,7 @@ def _sync_task(
     to pair by program order."""
     task = int(graphs.runtime[pos])
     row = int(table.ev[task])
-    name, corr = trace.name_of(row), int(trace.corr[row])
+    name, corr = api_name(trace.name_of(row)), int(trace.corr[row])
     sync = sync_of.get(corr)
     args: dict[str, Any] = (trace.args.get(sync) or {}) if sync is not None else {}
     start = int(table.start[task])

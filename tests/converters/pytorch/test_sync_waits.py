@@ -31,14 +31,14 @@ def _replay_error_pct(out: Path) -> float:
     return comparison.error_pct
 
 
-def _blocking_copy_step(cuda_sync: bool) -> Snippet:
+def _blocking_copy_step(cuda_sync: bool, sync_name: str = "cudaStreamSynchronize") -> Snippet:
     """A 300 µs kernel, then `.item()`: a stream sync that blocks 278 µs for it."""
     k = Snippet()
     k.step(3, 1000.0, 400.0)
     k.op("aten::mm", 1010.0, 20.0)
     k.launch("void gemm_kernel<float>", 1012.0, stream=7, start=1020.0, dur=300.0)
     k.op("aten::item", 1040.0, 290.0)
-    corr = k.runtime("cudaStreamSynchronize", 1042.0, 285.0)
+    corr = k.runtime(sync_name, 1042.0, 285.0)
     if cuda_sync:
         k.cuda_sync("Stream Sync", corr, 1043.0, 284.0, stream=7, device=0, context=1)
     k.op("aten::add", 1335.0, 10.0)
@@ -58,6 +58,23 @@ def test_sync_wait_is_not_counted_twice(tmp_path: Path, cuda_sync: bool) -> None
     item_tail = [n for n in by_id.values() if n.name == "aten::item"][-1]
     assert attrs_dict(item_tail)["gap_ns"] == 0
     assert attrs_dict(by_name["aten::add"])["gap_ns"] == 5_000
+    assert syncs["recorded" if cuda_sync else "inferred"] == 1
+    assert abs(_replay_error_pct(tmp_path / "et")) < 1.0
+
+
+@pytest.mark.parametrize("cuda_sync", [True, False], ids=["cuda_sync", "no_cuda_sync"])
+def test_per_thread_sync_names(tmp_path: Path, cuda_sync: bool) -> None:
+    """A program built with `--default-stream per-thread` records the sync as
+    `cudaStreamSynchronize_ptsz`. It was not read as a sync: no edge to the kernel, its
+    278 µs wait kept inside the call, so a what-if that shortens the kernel could not shorten
+    the call. It now waits as the plain call does."""
+    name = "cudaStreamSynchronize_ptsz"
+    path = _blocking_copy_step(cuda_sync, name).write(tmp_path / "rank0.json.gz")
+    by_name, _, syncs = _convert(path, tmp_path / "et")
+    sync = attrs_dict(by_name[name])
+    assert (sync["dur_ns"], sync["sync_wait_ns"]) == (7_000, 278_000)
+    assert sync["sync_kind"] == "stream"
+    assert by_name["void gemm_kernel<float>"].id in by_name[name].data_deps
     assert syncs["recorded" if cuda_sync else "inferred"] == 1
     assert abs(_replay_error_pct(tmp_path / "et")) < 1.0
 
