@@ -98,6 +98,19 @@ def test_estimate_output_refused_before_the_work_and_replaced_with_force(
     assert not (Path.cwd() / "-").exists()
 
 
+def test_estimate_refusal_of_foreign_ets_names_only_options_it_has(tmp_path: Path) -> None:
+    """`estimate` writes a fixed prefix: its refusal to replace the user's own ETs said
+    "choose another folder or --prefix", an option `estimate` does not have."""
+    out = tmp_path / "ets"
+    out.mkdir()
+    write_et(out / "estimate.0.et", None, rank_nodes(0))  # the user's own ET, no set_id
+    before = snapshot(out)
+    result = CliRunner().invoke(cli, [*ESTIMATE, "-o", str(out), "--force"])
+    assert result.exit_code == 5 and "estimate.0.et that lumos did not write" in result.output
+    assert "choose another folder" in result.output and "--prefix" not in result.output
+    assert snapshot(out) == before
+
+
 def test_estimate_output_failing_midway_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -49,12 +49,13 @@ def written_by_lumos(path: Path) -> bool:
     return "set_id" in attrs or (producer is not None and producer.string_val.startswith("lumos"))
 
 
-def check_set_output(out: Path, prefix: str, *, force: bool) -> None:
+def check_set_output(out: Path, prefix: str, *, force: bool, prefix_option: bool = True) -> None:
     """The overwrite rule of a rank-set output; changes nothing.
 
     Raises OutputError if `out` is a file; LumosError (a refusal) if it already holds
     `<prefix>.*.et` files and `force` is not set, or if any of them was not written by
-    lumos (even with `force`: the user's own files are never deleted).
+    lumos (even with `force`: the user's own files are never deleted). `prefix_option`:
+    whether the command has a `--prefix` to suggest (`estimate` writes a fixed prefix).
     """
     safe_name(prefix)
     real = Path(os.path.realpath(out))
@@ -68,7 +69,8 @@ def check_set_output(out: Path, prefix: str, *, force: bool) -> None:
         raise LumosError(
             f"{out} holds {', '.join(foreign[:5])}{' ...' if len(foreign) > 5 else ''} that "
             "lumos did not write (no set_id or lumos producer in the metadata); refusing to "
-            "replace them, even with --force: choose another folder or --prefix"
+            "replace them, even with --force: choose another folder"
+            + (" or --prefix" if prefix_option else "")
         )
 
 
@@ -106,14 +108,16 @@ def publish(stage: Path, out: Path, prefix: str) -> None:
 
 
 @contextmanager
-def rank_set_output(out: str | os.PathLike[str], prefix: str, *, force: bool) -> Iterator[Path]:
+def rank_set_output(
+    out: str | os.PathLike[str], prefix: str, *, force: bool, prefix_option: bool = True
+) -> Iterator[Path]:
     """`with rank_set_output(out, prefix, force=f) as stage:` write the ranks into `stage`;
     they appear in `out` together when the block ends without an error, else not at all.
 
     Raises as `check_set_output`; OutputError if the set cannot be written.
     """
     target = Path(out)
-    check_set_output(target, prefix, force=force)
+    check_set_output(target, prefix, force=force, prefix_option=prefix_option)
     stage = stage_for(target)
     try:
         try:

@@ -103,7 +103,7 @@ def write_ets(
     key = json.dumps([model.name, plan.to_dict(), all_ranks], sort_keys=True)
     set_id = "estimate-" + hashlib.sha1(key.encode()).hexdigest()[:12]
     paths = []
-    with rank_set_output(out, PREFIX, force=force) as stage:
+    with rank_set_output(out, PREFIX, force=force, prefix_option=False) as stage:
         for g in graphs:
             rep = step.rep[g.rank]
             meta = pb.GlobalMetadata(version=ET_SCHEMA_VERSION)

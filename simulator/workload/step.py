@@ -187,7 +187,7 @@ def estimate(
             raise OutputError("the ETs' folder is an empty path; give a folder")
         from lumos.simulator.workload.etwrite import PREFIX
 
-        check_set_output(Path(et_dir), PREFIX, force=force)
+        check_set_output(Path(et_dir), PREFIX, force=force, prefix_option=False)
     spec, system = _resolve(model, hw, gpus, plan.world)
     if plan.precision is Precision.FP8 and not system.gpu.peak_fp8_tflops:
         raise ConfigError(f"{system.gpu.name} has no FP8 tensor cores; use --precision bf16")
