@@ -65,6 +65,23 @@ def qk_norm(blk: Block, ctx: Ctx, name: str, backward: bool = False) -> None:
         _norm_over(blk, ctx, name, elements, backward)
 
 
+def qk_prep(blk: Block, ctx: Ctx, tag: str, backward: bool = False) -> None:
+    """What runs on the local q, k, v heads between the QKV GEMM and attention: the per-head
+    q / k norm, RoPE and torchtitan's `repeat_kv` (each only where the model / profile has
+    it); the backward runs them in reverse order."""
+    rope_on = ctx.model.position == "rope"
+    if backward:
+        repeat_kv(blk, ctx, f"{tag}.repeat_kv", backward=True)
+        if rope_on:
+            rope(blk, ctx, f"{tag}.rope_bwd", backward=True)
+        qk_norm(blk, ctx, f"{tag}.qk_norm_bwd", backward=True)
+        return
+    qk_norm(blk, ctx, f"{tag}.qk_norm")
+    if rope_on:
+        rope(blk, ctx, f"{tag}.rope")
+    repeat_kv(blk, ctx, f"{tag}.repeat_kv")
+
+
 def logit_softcap(blk: Block, ctx: Ctx, prefix: str, backward: bool = False) -> None:
     """Gemma 2's `final_logit_softcapping` (cap · tanh(logits / cap)) over the local logits:
     read and write BF16; the backward reads the capped logits and their gradient."""

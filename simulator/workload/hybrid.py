@@ -55,9 +55,7 @@ def _attention_forward(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...]) -
     T, h = ctx.T, ctx.h
     ln = ew.norm(blk, ctx, f"{tag}.norm1", waits=waits)
     gathered_gemm(blk, ctx, f"{tag}.qkv", (T, ctx.qkv_width, h), ln, None)
-    ew.qk_norm(blk, ctx, f"{tag}.qk_norm")
-    if ctx.model.position == "rope":
-        ew.rope(blk, ctx, f"{tag}.rope")
+    ew.qk_prep(blk, ctx, tag)
     attention_fwd(blk, ctx, tag)
     _cast(blk, ctx, f"{tag}.proj", T * ctx.attn_out_width)
     rs = _reduced_gemm(blk, ctx, f"{tag}.proj", (T, h, ctx.attn_out_width))
@@ -92,9 +90,7 @@ def _attention_backward(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...]) 
     blk.compute(f"{tag}.residual1_bwd", *ctx.mem(ctx.T_sp * h * BF16 * 2), waits=waits)
     _row_backward(blk, ctx, f"{tag}.proj", h, ctx.attn_out_width)
     attention_bwd(blk, ctx, tag)
-    if ctx.model.position == "rope":
-        ew.rope(blk, ctx, f"{tag}.rope_bwd", backward=True)
-    ew.qk_norm(blk, ctx, f"{tag}.qk_norm_bwd", backward=True)
+    ew.qk_prep(blk, ctx, tag, backward=True)
     if "layernorm" in ctx.plan.selective_modules:
         ew.norm(blk, ctx, f"{tag}.norm1.recompute")
     red = col_backward(blk, ctx, f"{tag}.qkv", ctx.qkv_width, h)

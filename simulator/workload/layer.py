@@ -235,10 +235,7 @@ def attn_forward(
         ew.input_casts(blk, ctx, f"{tag}.qkv", T * h, 3)
         gathered_gemm(blk, ctx, f"{tag}.qkv", (T, ctx.qkv_width, h), ln, None)
         lora.forward(blk, ctx, f"{tag}.qkv")
-        ew.qk_norm(blk, ctx, f"{tag}.qk_norm")
-        if ctx.model.position == "rope":
-            ew.rope(blk, ctx, f"{tag}.rope")
-        ew.repeat_kv(blk, ctx, f"{tag}.repeat_kv")
+        ew.qk_prep(blk, ctx, tag)
     attention_fwd(blk, ctx, tag, _window(ctx, index))
     _cast(blk, ctx, f"{tag}.proj", T * ctx.attn_out_width)
     rs = _reduced_gemm(blk, ctx, f"{tag}.proj", (T, h, ctx.attn_out_width))
@@ -379,10 +376,7 @@ def attn_backward(blk: Block, ctx: Ctx, tag: str, red: tuple[int, ...], index: i
 
         red = mla_backward(blk, ctx, tag, norms)
         return ew.norm(blk, ctx, f"{tag}.norm1_bwd", backward=True, waits=red)
-    ew.repeat_kv(blk, ctx, f"{tag}.repeat_kv", backward=True)
-    if ctx.model.position == "rope":
-        ew.rope(blk, ctx, f"{tag}.rope_bwd", backward=True)
-    ew.qk_norm(blk, ctx, f"{tag}.qk_norm_bwd", backward=True)
+    ew.qk_prep(blk, ctx, tag, backward=True)
     if norms:
         ew.norm(blk, ctx, f"{tag}.norm1.recompute")
     red = col_backward(blk, ctx, f"{tag}.qkv", ctx.qkv_width, h)

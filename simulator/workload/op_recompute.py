@@ -19,10 +19,7 @@ def op_recompute(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...]) -> None
     ln = ew.norm(blk, ctx, f"{tag}.norm1", waits=waits)
     ew.input_casts(blk, ctx, f"{tag}.qkv", T * h, 3)
     gathered_gemm(blk, ctx, f"{tag}.qkv", (T // 2, ctx.qkv_width, h), ln, None)
-    ew.qk_norm(blk, ctx, f"{tag}.qk_norm")
-    if ctx.model.position == "rope":
-        ew.rope(blk, ctx, f"{tag}.rope")
-    ew.repeat_kv(blk, ctx, f"{tag}.repeat_kv")
+    ew.qk_prep(blk, ctx, tag)
     ew.input_casts(blk, ctx, f"{tag}.proj", T * ctx.attn_out_width, 1)
     blk.compute(f"{tag}.proj", *ctx.gemm(T // 2, h, ctx.attn_out_width))
     blk.compute(f"{tag}.residual1", *ctx.mem(ctx.T_sp * h * BF16 * 3))

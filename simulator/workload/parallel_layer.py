@@ -82,10 +82,7 @@ def parallel_forward(
     ew.weight_casts(blk, ctx, tag)
     ew.input_casts(blk, ctx, f"{tag}.qkv", T * h, 3)
     blk.compute(f"{tag}.qkv", *ctx.gemm(T, ctx.qkv_width, h), waits=ag_attn)
-    ew.qk_norm(blk, ctx, f"{tag}.qk_norm")
-    if ctx.model.position == "rope":
-        ew.rope(blk, ctx, f"{tag}.rope")
-    ew.repeat_kv(blk, ctx, f"{tag}.repeat_kv")
+    ew.qk_prep(blk, ctx, tag)
     attention_fwd(blk, ctx, tag, _window(ctx, index))
     _cast(blk, ctx, f"{tag}.proj", T * ctx.attn_out_width)
     blk.compute(f"{tag}.proj", *ctx.gemm(T, h, ctx.attn_out_width))
@@ -132,10 +129,7 @@ def parallel_backward(
         ew.norm(blk, ctx, f"{tag}.norm2_bwd", backward=True, waits=mlp)
     _row_dgrad(blk, ctx, f"{tag}.proj", (h, ctx.attn_out_width), dy)
     attention_bwd(blk, ctx, tag, _window(ctx, index))
-    ew.repeat_kv(blk, ctx, f"{tag}.repeat_kv", backward=True)
-    if ctx.model.position == "rope":
-        ew.rope(blk, ctx, f"{tag}.rope_bwd", backward=True)
-    ew.qk_norm(blk, ctx, f"{tag}.qk_norm_bwd", backward=True)
+    ew.qk_prep(blk, ctx, tag, backward=True)
     red = col_backward(blk, ctx, f"{tag}.qkv", ctx.qkv_width, h, reduce=two)
     if not two:  # the two branches' input gradients, accumulated, reduced once
         after = red[0] if ctx.fw.tp_backward_overlap else blk.last_compute
