@@ -29,25 +29,14 @@ from lumos.simulator.workload.spec import ModelSpec, load_model, model_from_dict
 from tests.simulator.workload.heldout_files import row_error
 from tests.simulator.workload.model_battery import CONFIGS
 from tests.simulator.workload.passes import stage0_pass
+from tests.simulator.workload.test_hybrid import SMALL as HYBRID_SMALL
 
-#: Mamba, MoE, attention, MoE: hidden 256, 4 heads of 64 (2 KV heads), a Mamba-2 mixer of
-#: 8 heads of 32, state 16, 2 groups; 8 squared-ReLU experts of 128, top-2, a shared
-#: expert of 256
+#: test_hybrid's one-layer-of-each-kind model (hidden 256, 4 heads of 64, 2 KV heads, a
+#: Mamba-2 mixer of 8 heads of 32, state 16, 2 groups) as Mamba, MoE, attention, MoE:
+#: 8 squared-ReLU experts of 128, top-2, a shared expert of 256
 SMALL = {
+    **HYBRID_SMALL,
     "pattern": "ME*E",
-    "hidden": 256,
-    "heads": 4,
-    "kv_heads": 2,
-    "ffn": 512,
-    "vocab": 1024,
-    "mlp": "squared_relu",
-    "norm": "rmsnorm",
-    "position": "none",
-    "mamba_heads": 8,
-    "mamba_head_dim": 32,
-    "ssm_state": 16,
-    "mamba_groups": 2,
-    "chunk_size": 64,
     "experts": 8,
     "top_k": 2,
     "moe_ffn": 128,
