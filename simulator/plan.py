@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lumos.simulator.blocking import early_latency, waits
 from lumos.simulator.graph import COLL, RECV, SEND, RankGraph, SyncKind
 from lumos.simulator.heap import trim
 from lumos.simulator.processors import Assignment
@@ -57,6 +58,9 @@ class Plan:
     stream *before* it returns — a blocking call (a pageable or synchronous copy) whose
     op started, as recorded, `latency` ns after the call started and before it ended;
     `early_dst[edge id]` is that op. Other launches enqueue their op when they end.
+    `early_wait[v]`: (edge id, time after, recorded duration) of a LAUNCH node v that
+    returned, as recorded, only after its one early op ended (`lumos.simulator.blocking`):
+    with runtime syncs it ends that long after its op's stream has run the op.
 
     `inst_exit[m]`: None when every member of instance m leaves at its last arrival +
     `inst_dur[m]`; else each member's own time after the last arrival, in the order of
@@ -91,6 +95,7 @@ class Plan:
     slot_start: list[int] = field(default_factory=list)
     early: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
     early_dst: list[int] = field(default_factory=list)
+    early_wait: dict[int, tuple[int, int, int]] = field(default_factory=dict)
 
     @property
     def n(self) -> int:
@@ -211,9 +216,8 @@ def _add_rank(
     if not astra:
         launch = flag & (pk[src] == _CPU) & on_stream[dst] & (role[src] == PLAIN)
         s0, d0 = g.start_ns[src], g.start_ns[dst]
-        lat = d0 - s0
-        is_early = launch & (s0 >= 0) & (d0 >= 0) & (lat < g.dur_ns[src])
-        lat = np.maximum(lat, 0)
+        is_early = launch & (s0 >= 0) & (d0 >= 0) & (d0 - s0 < g.dur_ns[src])
+        lat[is_early] = early_latency(g, src[is_early], dst[is_early])
     role[src[is_early]] = LAUNCH
     plan.role[lo:hi] = role
     first = len(plan.early_dst)
@@ -221,6 +225,10 @@ def _add_rank(
     early_src = (src[is_early] + lo).tolist()
     for e, (v, latency) in enumerate(zip(early_src, lat[is_early].tolist(), strict=True)):
         plan.early.setdefault(v, []).append((first + e, latency))
+    if early_src and not ablate:  # the ablation drops GPU->CPU waits
+        for e, after in waits(g, src[is_early], dst[is_early]).items():
+            v = early_src[e]
+            plan.early_wait[v] = (first + e, after, int(plan.dur[v]))
     n = hi - lo
     indeg = np.bincount(dst, minlength=n)
     plan.indeg[lo:hi] = indeg

@@ -189,3 +189,14 @@ class SimResult:
             "notes": self.notes,
             "stats": self.stats,
         }
+
+
+@dataclass(slots=True)
+class Schedule:
+    """Per global node (int64 arrays): start, end, blocked time (-1 = never ran); events
+    processed."""
+
+    start: np.ndarray
+    end: np.ndarray
+    wait: np.ndarray
+    events: int

@@ -253,7 +253,8 @@ def _prepare(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: M
     build_plan(plan, sim_graphs, assignments, astra, opts.ablate_sync, release=kept is None)
     for v, ns in p2p:
         plan.dur[v] = ns
-    sync = RuntimeSync(len(plan.unlimited), plan.stream_of) if plan.sync_args else None
+    tracked = plan.sync_args or plan.early_wait
+    sync = RuntimeSync(len(plan.unlimited), plan.stream_of) if tracked else None
     return _Prepared(
         plan=plan,
         sync=sync,

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from dataclasses import dataclass
 from heapq import heappop, heappush
 from typing import Any
 
 import numpy as np
 
+from lumos.simulator.blocking import returns_after_op
 from lumos.simulator.engine import PRIO_SHIFT, TIME_SHIFT
 from lumos.simulator.plan import (
     COLLECTIVE,
@@ -37,6 +37,7 @@ from lumos.simulator.plan import (
     SYNC_WAIT,
     Plan,
 )
+from lumos.simulator.result import Schedule
 from lumos.simulator.sync import RuntimeSync
 
 # Event kinds in the low bits of the heap item (`node << KIND_BITS | kind`); their order
@@ -45,17 +46,6 @@ from lumos.simulator.sync import RuntimeSync
 # and waits); a PLAIN node's end is its start plus its duration, filled in at the end.
 FINISH, FINISH_SPECIAL, START, FREE, DISPATCH, RELEASE = 0, 1, 2, 3, 4, 6
 KIND_BITS = 3
-
-
-@dataclass(slots=True)
-class Schedule:
-    """Per global node (int64 arrays): start, end, blocked time (-1 = never ran); events
-    processed."""
-
-    start: np.ndarray
-    end: np.ndarray
-    wait: np.ndarray
-    events: int
 
 
 def _view(values: np.ndarray) -> Any:
@@ -89,6 +79,8 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
     match = dict(zip(has_match.tolist(), plan.match[has_match].tolist(), strict=True))
     wait_in_gap = _view(plan.wait_in_gap)
     early_dst = plan.early_dst
+    op_waits = plan.early_wait if sync is not None else {}  # `lumos.simulator.blocking`
+    waiting_call = returns_after_op(op_waits, special_dur)
     n_procs = len(unlimited)
     busy = [False] * n_procs
     last_end = [0] * n_procs
@@ -185,7 +177,8 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
         elif r == LAUNCH:
             for e, latency in plan.early[v]:
                 heappush(heap, ((s + latency) << shift) | ((n + e) << 3) | RELEASE)
-            finish_at(v, s + special_dur[v])
+            if v not in op_waits:
+                finish_at(v, s + special_dur[v])
         elif r == STREAM_WAIT and sync is not None:
             slot, _, stream, event = plan.sync_args[v]
             marker = sync.add_marker(slot, event)
@@ -240,6 +233,12 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
         else:
             try_start(-token - 1, t)
 
+    def wait_for_op(call: int, u: int, t: int) -> None:  # u's stream runs up to u, or as recorded
+        pu = proc[u]
+        blocked = not enq[u] and stream_procs[pu]
+        if not (blocked and sync.block_until(call, pu, enq_counts[pu])):  # type: ignore[union-attr]
+            finish_at(call, max(t, start[call] + op_waits[call][2]))
+
     slot_start = plan.slot_start or [0] * (len(plan.offsets) - 1)
     roots = np.flatnonzero(plan.enq == 0)
     first_root = np.searchsorted(roots, plan.offsets).tolist()
@@ -291,6 +290,8 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
                 enq[u] -= 1
                 if not enq[u]:
                     enqueue(u, t)
+                if v - n in waiting_call:
+                    wait_for_op(waiting_call[v - n], u, t)
             else:
                 pi = v - n
                 dispatching[pi] = False

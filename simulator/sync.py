@@ -84,6 +84,15 @@ class RuntimeSync:
             heapq.heappush(self.waiters[p], (k, token))
         return True
 
+    def block_until(self, token: Token, p: int, count: int) -> bool:
+        """Register `token` to wait until `count` ops of processor p have completed (a
+        blocking copy call: its stream up to its copy); False if they already have."""
+        if self.done[p] >= count:
+            return False
+        self._pending[token] = 1
+        heapq.heappush(self.waiters[p], (count, token))
+        return True
+
     def add_marker(self, slot: int, event: int) -> int | None:
         """cudaStreamWaitEvent: a marker id for the waiting stream's queue, or None."""
         target = self.events.get((slot, event))

@@ -153,14 +153,26 @@ def _stream_gaps(table: TaskTable, gap: np.ndarray) -> None:
     how much later than `ready_ns` each started, capped at GPU_GAP_MAX_NS."""
     ops = np.flatnonzero((table.stream >= 0) & (table.ev >= 0) & (table.ctrl >= 0))
     if len(ops):
-        gap[ops] = np.clip(table.start[ops] - ready_ns(table, ops), 0, GPU_GAP_MAX_NS)
+        late = table.start[ops] - ready_ns(table, ops, blocking_from_call=True)
+        gap[ops] = np.clip(late, 0, np.where(_blocking(table, ops), late, GPU_GAP_MAX_NS))
 
 
-def ready_ns(table: TaskTable, ops: np.ndarray) -> np.ndarray:
+def _blocking(table: TaskTable, ops: np.ndarray) -> np.ndarray:
+    """Which GPU ops of `ops` started, as recorded, before their launch call returned."""
+    first = np.maximum(table.data1[ops], 0)
+    launched = (table.data1[ops] >= 0) & (table.kind[first] == TaskKind.CPU)
+    return launched & (table.start[first] + table.dur[first] > table.start[ops])
+
+
+def ready_ns(table: TaskTable, ops: np.ndarray, blocking_from_call: bool = False) -> np.ndarray:
     """When each GPU op of `ops` could have started, as recorded: when its stream
-    predecessor and every dependency had ended. A launch counts from its end, or from the
-    op's own start when the op began before its call returned (a blocking call: replay
-    releases it at that latency)."""
+    predecessor and every dependency had ended. A launch counts from its end, or, when the
+    op began before its call returned (a blocking call: a synchronous or pageable copy),
+    from the op's own start — or with `blocking_from_call` from the call's start: replay
+    queues a blocking call's op as the call begins (`simulator.blocking`), so the op's
+    gap (not capped: the call's own staging time, not a wait) counts from the later of
+    the call's start and its stream predecessor's end, and a copy behind a kernel that a
+    what-if shortens starts earlier."""
     start = table.start[ops]
     end = table.start + table.dur
     prev = table.ctrl[ops]
@@ -169,7 +181,9 @@ def ready_ns(table: TaskTable, ops: np.ndarray) -> np.ndarray:
     has = first >= 0
     dep_end = end[np.maximum(first, 0)]
     launched = has & (table.kind[np.maximum(first, 0)] == TaskKind.CPU)
-    dep_end = np.where(launched & (dep_end > start), start, dep_end)
+    blocking = launched & (dep_end > start)
+    from_call = table.start[np.maximum(first, 0)] if blocking_from_call else start
+    dep_end = np.where(blocking, from_call, dep_end)
     ready = np.maximum(ready, np.where(has, dep_end, ready))
     if table.extra:
         pos = {int(t): k for k, t in enumerate(ops.tolist())}
