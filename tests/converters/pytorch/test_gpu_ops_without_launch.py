@@ -52,6 +52,8 @@ def test_kernel_without_launch_holds_its_stream(tmp_path: Path) -> None:
         "duplicates": 0,
         "before_launch": 0,
         "before_launch_max_ns": 0,
+        "overlapping": 0,
+        "overlap_max_ns": 0,
     }
     assert summary.to_json()["gpu_records"]["without_launch"] == 1
     _, nodes = read_et(summary.path)
