@@ -95,7 +95,7 @@ def read_headers(sources: Sequence[EtSource]) -> list[RankHeader]:
     return out
 
 
-def _gaps(present: Sequence[int], end: int) -> tuple[int, str]:
+def missing_ranks(present: Sequence[int], end: int) -> tuple[int, str]:
     """(how many, `0-2, 5`) of the ranks in [0, end) not in `present`, without listing
     them one by one (`end` may be a hostile world size); the text names 20 runs at most."""
     runs: list[tuple[int, int]] = []
@@ -111,7 +111,7 @@ def _gaps(present: Sequence[int], end: int) -> tuple[int, str]:
     return sum(b - a + 1 for a, b in runs), text + more
 
 
-def _ranges(ranks: Sequence[int]) -> str:
+def rank_ranges(ranks: Sequence[int]) -> str:
     """`0-2, 5` for [0, 1, 2, 5]."""
     parts: list[str] = []
     start = prev = None
@@ -143,7 +143,7 @@ def rank_set_problems(headers: Sequence[RankHeader]) -> tuple[list[str], list[st
     if len(worlds) > 1:
         errors.append(
             "files disagree on the world size: "
-            + "; ".join(f"ranks {_ranges(r)} say {w}" for w, r in sorted(worlds.items()))
+            + "; ".join(f"ranks {rank_ranges(r)} say {w}" for w, r in sorted(worlds.items()))
         )
     ids: dict[str, list[int]] = defaultdict(list)
     for h in headers:
@@ -152,7 +152,7 @@ def rank_set_problems(headers: Sequence[RankHeader]) -> tuple[list[str], list[st
     if len(ids) > 1:
         errors.append(
             f"files of {len(ids)} different conversions are mixed (stale files of an earlier "
-            "run?): " + "; ".join(f"ranks {_ranges(r)} have set_id {i}" for i, r in ids.items())
+            "run?): " + "; ".join(f"ranks {rank_ranges(r)} have set_id {i}" for i, r in ids.items())
         )
     present = [h.source.rank for h in headers]
     where = headers[0].source.path if headers else ""
@@ -162,14 +162,14 @@ def rank_set_problems(headers: Sequence[RankHeader]) -> tuple[list[str], list[st
         foreign = [r for r in present if r >= world]
         if foreign:
             errors.append(
-                f"rank(s) {_ranges(foreign)} are outside the job's world size {world} "
+                f"rank(s) {rank_ranges(foreign)} are outside the job's world size {world} "
                 f"(e.g. {where})"
             )
-        count, text = _gaps(present, world)
+        count, text = missing_ranks(present, world)
         if count:
             missing.append(f"{count:,} of {world:,} ranks are missing: {text} (next to {where})")
     elif present:
-        count, text = _gaps(present, max(present) + 1)
+        count, text = missing_ranks(present, max(present) + 1)
         if count:
             missing.append(
                 f"ranks {text} are missing between 0 and {max(present)} (next to {where})"
@@ -197,8 +197,8 @@ def check_rank_set(
         if absent:
             where = sources[0].path if sources else ""
             errors.append(
-                f"rank(s) {_ranges(absent)} asked for are not in the set (it holds ranks "
-                f"{_ranges(sorted(present))}, next to {where})"
+                f"rank(s) {rank_ranges(absent)} asked for are not in the set (it holds ranks "
+                f"{rank_ranges(sorted(present))}, next to {where})"
             )
         missing = []
     if not allow_partial:

@@ -38,7 +38,7 @@ from lumos.converters.pytorch.exec_graph import build_tasks, cpu_segments
 from lumos.converters.pytorch.flatten import Segments
 from lumos.converters.pytorch.host_et import HostTrace, load_host_et
 from lumos.converters.pytorch.host_graph import build_host_tasks
-from lumos.converters.pytorch.inputs import RankInputs, check_coverage, plan
+from lumos.converters.pytorch.inputs import RankInputs, check_coverage, check_subset, plan
 from lumos.converters.pytorch.json_stream import TraceFile
 from lumos.converters.pytorch.kineto import KinetoTrace, load_kineto
 from lumos.converters.pytorch.link import LinkReport, check_link_rate, link
@@ -103,7 +103,7 @@ def convert(
     world = max([i.world_size for i in inputs] + [max(i.rank for i in inputs) + 1])
     MAX_RANKS.check(world)
     result = ConvertResult()
-    result.problems += check_coverage(inputs, allow_host_only)
+    result.problems += check_coverage(inputs, allow_host_only) + check_subset(inputs, world)
     records: list[CommRecord] = []
     all_groups: dict[str, tuple[int, ...]] = {}
     out = Path(out_dir)

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from lumos.converters.chakra.rankset import missing_ranks, rank_ranges
 from lumos.converters.pytorch.json_stream import TraceFile, expand_inputs
 from lumos.errors import LinkError, TraceFormatError
 from lumos.limits import MAX_RANKS
@@ -132,6 +133,19 @@ def check_coverage(inputs: list[RankInputs], allow_host_only: bool) -> list[str]
             "those ranks' durations with the cost model"
         )
     return [f"{text}: their durations are estimated, not measured"]
+
+
+def check_subset(inputs: list[RankInputs], world: int) -> list[str]:
+    """A job's ranks without any trace among the inputs (a rank's files left out, or a
+    sampled capture): one warning naming them and how to simulate the ranks given."""
+    present = [i.rank for i in inputs]
+    count, text = missing_ranks(present, world)
+    if not count:
+        return []
+    return [
+        f"no trace for {count:,} of the job's {world:,} ranks ({text}): the set holds ranks "
+        f"{rank_ranges(present)} only; simulate it with --ranks or --allow-partial"
+    ]
 
 
 def plan(paths: list[str | Path]) -> list[RankInputs]:
