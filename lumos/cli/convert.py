@@ -169,4 +169,10 @@ def _gpu_records_line(gpu: dict[str, int]) -> str:
             f"{gpu['before_launch']} starting before their launch call (clock skew, up to "
             f"{lead:.1f} µs; replayed from the call)"
         )
+    if gpu.get("overlapping"):
+        most = gpu.get("overlap_max_ns", 0) / 1000
+        parts.append(
+            f"{gpu['overlapping']} overlapping the next op of their stream (clock skew, up to "
+            f"{most:.1f} µs; cut to end where it starts)"
+        )
     return f"  GPU ops: {'; '.join(parts)}" if parts else ""
