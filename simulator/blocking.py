@@ -2,12 +2,13 @@
 
 A synchronous `cudaMemcpy`, or a `cudaMemcpyAsync` to or from pageable memory, queues its
 copy as it begins and returns only once the copy is (or its staging is) done: as
-recorded, the op starts inside the call. Replay releases such an op onto its stream at a
-latency after the call's start (`early_latency`), and a call whose one early op ended, as
-recorded, before the call returned waits for that op like a stream sync (`waits`): it
-ends when the op ends plus the time it ran after it. Its wait is then the op's and its
-stream's, so a what-if that shortens the kernel before the copy shortens the call.
-"""
+recorded, the op starts inside the call (so do many kernels, whose CUPTI launch record
+ends after the kernel began). Replay releases such an op onto its stream at
+`early_latency` after the call's start, and a copy call whose one early op ended, as
+recorded, before the call returned waits for that op's stream like a stream sync
+(`waits`): it ends when the op ends plus the time it ran after it, so a what-if that
+shortens the kernel before the copy shortens the call. That time is taken from the ET's
+durations: an edit of the copy's own duration does not move the call's end."""
 
 from __future__ import annotations
 
