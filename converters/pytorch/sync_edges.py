@@ -178,6 +178,7 @@ def _infer(
             mine - a,
             recs - a,
             np.where(np.asarray(known, np.int64) >= 0, known, before[recs]),
+            np.asarray(known, np.int64) < 0,
         )
         for key, value in infer_waits(table, calls, index).items():
             counts[key] += value

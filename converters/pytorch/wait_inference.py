@@ -9,8 +9,10 @@ stream of the next launch after the wait; a wait after the thread's last launch 
 thread launches) makes the thread's current stream wait: the latest stream it launched
 on other than the one waited for. What it waits for: when the thread records
 events, the event recorded last before the wait (on the stream the trace names, else the
-stream of the launch before the record); a record on the waiting stream itself orders
-nothing (`same_stream`). Without records, the most recently launched other stream; k
+stream of the launch before the record; when that is the waiting stream itself, a copy
+launched onto it just before the record, and the waiting op was held until the thread's
+latest other stream's op ended, that other stream); a record on the waiting stream
+itself orders nothing (`same_stream`). Without records, the most recently launched other stream; k
 waits in a row before one launch wait for the k most recently launched other streams.
 The first op launched on the waiting stream after the wait then waits for the last op
 launched on the other stream before the record (or before the wait). An inferred edge is
@@ -50,7 +52,8 @@ class ThreadCalls:
 
     `task`: CPU task per call; `launched`: stream it launched on (-1: not a launch);
     `wait`: positions of the waits to pair; `record` / `record_stream`: positions of its
-    event records and the stream each recorded on (-1: unknown).
+    event records and the stream each recorded on (-1: unknown); `record_guessed`: the
+    stream is the thread's launch before the record, not one the trace names.
     """
 
     task: np.ndarray
@@ -58,6 +61,7 @@ class ThreadCalls:
     wait: np.ndarray
     record: np.ndarray
     record_stream: np.ndarray
+    record_guessed: np.ndarray | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +134,8 @@ def _pairs(table: TaskTable, calls: ThreadCalls, index: StreamIndex) -> list[_Fo
         if k >= 0:  # the event recorded last before the wait, on its stream
             stream, at = int(calls.record_stream[k]), rec_pos[k]
             record = int(calls.task[at])
+            if stream == target and _guessed(calls, k):
+                stream = _held_by_other(table, index, calls, recent, p, at, target)
             if stream == target:
                 out.append("same_stream")
                 continue
@@ -156,6 +162,38 @@ def _pairs(table: TaskTable, calls: ThreadCalls, index: StreamIndex) -> list[_Fo
             )
         )
     return out
+
+
+def _guessed(calls: ThreadCalls, k: int) -> bool:
+    return calls.record_guessed is not None and bool(calls.record_guessed[k])
+
+
+def _held_by_other(
+    table: TaskTable,
+    index: StreamIndex,
+    calls: ThreadCalls,
+    recent: dict[int, np.ndarray],
+    p: int,
+    at: int,
+    target: int,
+) -> int:
+    """The stream a record guessed to be on the waiting stream `target` was on (the
+    record at position `at`, the wait at `p`), or `target`. The guess is the thread's
+    launch before the record, which may be a copy launched onto the waiting stream
+    itself (a collective's scratch memset); it is taken to be wrong when the waiting op
+    was held and the last op launched before the record on the thread's latest other
+    stream ended within `GPU_GAP_MAX_NS` before it started: that stream's event held it."""
+    cands = [(int(last[at]), s) for s, last in recent.items() if s != target and last[at] >= 0]
+    if not cands:
+        return target
+    other = max(cands)[1]
+    found = _edge(table, index, int(calls.task[p]), target, other, int(calls.task[at]), -1)
+    if isinstance(found, str):
+        return target
+    start = int(table.start[found.dst])
+    lag = start - table.end(found.src)
+    held = start - int(ready_ns(table, np.asarray([found.dst]))[0]) > GPU_GAP_MAX_NS
+    return other if held and 0 <= lag <= GPU_GAP_MAX_NS else target
 
 
 def _edge(

@@ -18,9 +18,11 @@ from lumos.simulator.report.measured import read_measured
 from lumos.simulator.run import simulate
 from tests.conftest import fixture_path
 from tests.converters.pytorch.kineto_snippet import Snippet
+from tests.converters.pytorch.test_batched_p2p import _rank_trace
 
 HTA = "HolisticTraceAnalysis/tests/data"
 DLRM = "param/et_replay/tests/inputs"
+ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 NAMES = {
     "cuda": ("cudaStreamWaitEvent", "cudaEventRecord", "cudaLaunchKernel", "cudaStreamSynchronize"),
     "hip": ("hipStreamWaitEvent", "hipEventRecord", "hipLaunchKernel", "hipStreamSynchronize"),
@@ -213,3 +215,42 @@ def test_dlrm_last_all_reduce_orders_the_kernel_after_it(tmp_path: Path) -> None
     assert syncs["unresolved"] <= 9
     comparison = compare(simulate(tmp_path / "et" / "t"), read_measured(tmp_path / "et" / "t"))
     assert comparison.error_pct is not None and abs(comparison.error_pct) < 0.1
+
+
+def _scratch_memset_before_the_record(rank: int) -> Snippet:
+    """ProcessGroupNCCL without `cuda_sync` events: a scratch memset launched onto NCCL
+    stream 30, then the record (on compute stream 7, not named) and the NCCL stream's
+    wait, then the all-reduce, which is held until the 100 µs GEMM on stream 7 ends."""
+    k = _rank_trace(rank, 2)
+    k.step(1, 1000.0, 400.0)
+    k.launch("gemm", 1005.0, 7, 1015.0, 100.0)
+    k.launch("Memset (Device)", 1012.0, 30, 1020.0, 2.0, call="cudaMemsetAsync")
+    k.runtime("cudaEventRecord", 1017.0, 1.0)
+    k.runtime("cudaStreamWaitEvent", 1018.5, 1.0)
+    k.op("c10d::allreduce_", 1020.0, 10.0, args={"Input Dims": [[1_048_576]]})
+    k.annotation("nccl:all_reduce", 1022, 6.0)
+    start = 1120.0 + 3 * rank
+    k.launch(ALL_REDUCE, 1023, 30, start, 1250.0 - start)
+    k.launch("Memcpy DtoD (Device -> Device)", 1032.0, 30, 1252.0, 8.0, call="cudaMemcpyAsync")
+    k.runtime("cudaDeviceSynchronize", 1040.0, 222.0)
+    k.op("aten::zero_", 1380.0, 5.0)
+    return k
+
+
+def test_copy_on_the_waiting_stream_before_the_record_does_not_hide_the_wait(
+    tmp_path: Path,
+) -> None:
+    """The record's stream was guessed from the launch before it, the memset on the NCCL
+    stream: the wait read as one on the NCCL stream's own event (`same_stream`, no edge),
+    the all-reduce ran 82 µs early and both ranks replayed −21.25 %. The all-reduce was
+    held until the GEMM ended 5 µs before it: the record was on stream 7. Now 0.00 %."""
+    paths = [
+        _scratch_memset_before_the_record(r).write(tmp_path / f"rank{r}.json.gz") for r in (0, 1)
+    ]
+    result = convert(paths, tmp_path / "et", prefix="t")
+    for summary in result.ranks:
+        assert (summary.syncs["inferred"], summary.syncs["same_stream"]) == (1, 0)
+        assert ("gemm", ALL_REDUCE) in _edges(read_et(summary.path)[1])
+    prefix = tmp_path / "et" / "t"
+    rows = compare(simulate(prefix), read_measured(prefix)).ranks
+    assert [abs(r.error_pct or 0.0) < 0.005 for r in rows] == [True, True]
