@@ -147,10 +147,19 @@ def own_profile(r: dict[str, str]) -> str:
 FP8_PARAMS = re.compile(r"FP8_PARAMS=True|--fp8-param-gather")
 
 
+#: frameworks priced with the `megatron` kernel profile that build the vocabulary unpadded
+#: (plan `vocab_multiple` 1): MaxText and Paxml (JAX: `Embed(num_embeddings=vocab_size)`,
+#: sharded by GSPMD as it is), Hugging Face accelerate + PEFT (`nn.Embedding(vocab_size)`),
+#: Meta's internal Llama 3 stack (nothing published says it pads). Megatron-LM, NeMo,
+#: Megatron-Bridge, FlagScale / FlagPerf (Megatron-LM's `pretrain_gpt.py`) and DeepSpeed's
+#: Megatron GPT pad to 128 x TP (`dims.padded_vocab`)
+UNPADDED_VOCAB = ("MaxText", "Paxml", "Hugging Face", "Meta internal")
+
+
 def recipe_settings(r: dict[str, str]) -> dict[str, Any]:
     """The plan fields a row's recipe sets: its TP-comm overlap and userbuffers config,
     its cross-entropy fusion, its deferred output-layer weight gradients, its attention
-    kernel and FP8 parameters."""
+    kernel, FP8 parameters and vocabulary padding (`UNPADDED_VOCAB`)."""
     ub = next((n for p, n in UB_CONFIG_BY_LOCATOR.items() if r["locator"].startswith(p)), "")
     return {
         "tp_comm_overlap": _tp_overlap(r),
@@ -160,4 +169,5 @@ def recipe_settings(r: dict[str, str]) -> dict[str, Any]:
         "attention_kernel": "fa2" if FUSED_ATTN_OFF.search(r.get("notes", "")) else "",
         "fp8_param_gather": FP8_PARAMS.search(f"{r.get('precision', '')} {r.get('notes', '')}")
         is not None,
+        "vocab_multiple": 1 if r["framework"].startswith(UNPADDED_VOCAB) else 0,
     }

@@ -2,7 +2,8 @@
 
 `Ctx` is what every op builder needs: the model, the plan, local sizes on one TP/CP rank
 (tokens per micro-batch `T`, sequence-parallel shard `T_sp`, local heads, KV heads, FFN
-width, vocabulary shard) and the `KernelModel`. Linear layers of the transformer run in
+width, vocabulary shard: the padded vocabulary over TP, `padded_vocab`) and the
+`KernelModel`. Linear layers of the transformer run in
 FP8 under `precision fp8`; embedding, output layer, attention, norms and element-wise
 ops stay BF16 (Transformer Engine's recipe).
 """
@@ -18,6 +19,19 @@ from lumos.simulator.workload.plan import ParallelPlan, Precision
 from lumos.simulator.workload.spec import ModelSpec
 
 BF16 = 2
+
+
+def padded_vocab(vocab: int, tp: int, multiple: int) -> int:
+    """The vocabulary a model of `vocab` tokens builds under `tp`: padded up to a multiple
+    of `multiple` x `tp` (Megatron's `_vocab_size_with_padding`; `multiple` 1 pads only
+    to a whole number of rows a rank, as `ceil(vocab / tp)` a rank splits it)."""
+    step = multiple * tp
+    return -(-vocab // step) * step
+
+
+def _multiple(plan: ParallelPlan) -> int:
+    """The plan's vocabulary multiple: its own, else its framework's."""
+    return plan.vocab_multiple or profile(plan.framework).vocab_multiple
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +70,19 @@ class Ctx:
             model.heads // t,
             max(1, math.ceil(model.kv_heads / t)),
             model.ffn // t,
-            math.ceil(model.vocab / t),
+            padded_vocab(model.vocab, t, _multiple(plan)) // t,
         )
+
+    def vocab_notes(self) -> list[str]:
+        """The assumption an estimate states when the vocabulary was padded (else none)."""
+        padded, own, m = self.vocab * self.plan.tp, self.model.vocab, _multiple(self.plan)
+        if m == 1 or padded == own:
+            return []
+        return [
+            f"vocabulary padded {own:,} -> {padded:,} (a multiple of {m} x TP, Megatron's "
+            "make_vocab_size_divisible_by): the embedding, output layer and loss price the "
+            "padded rows; the parameter count is the model's own"
+        ]
 
     @property
     def fw(self) -> Profile:

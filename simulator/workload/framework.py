@@ -153,6 +153,12 @@ class Profile:
     unpad: bool = False
     bias_sum: bool = False
     torch_cp: bool = False
+    #: the vocabulary is padded to a multiple of this x TP (1: split as it is): Megatron's
+    #: `make_vocab_size_divisible_by`, default 128 (NVIDIA/Megatron-LM
+    #: megatron/training/tokenizer/tokenizer.py `_vocab_size_with_padding` @ 00ee966; the
+    #: Megatron-Bridge performance recipes set `should_pad_vocab = True`); torchtitan and
+    #: Hugging Face model classes build `nn.Embedding(vocab_size)` unpadded
+    vocab_multiple: int = 1
     #: how the layers fall on pipeline stages when no split is stated: Megatron-Core's
     #: even split (`megatron`) or torchtitan's `generate_split_points` (`torchtitan`,
     #: `pipesplit.torchtitan_split`)
@@ -181,7 +187,7 @@ _TITAN = Profile(
 # torch.compile wraps each block; the loss stays eager
 _TITAN_COMPILE = replace(_TITAN, name="torchtitan-compile", eager=False, shared_casts=True)
 PROFILES = {
-    "megatron": Profile("megatron"),
+    "megatron": Profile("megatron", vocab_multiple=128),
     "torchtitan": _TITAN,
     "torchtitan-compile": _TITAN_COMPILE,
     # OLMo-core: torchtitan-compile's blocks with flash_attn's fused cross-entropy

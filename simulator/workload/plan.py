@@ -57,7 +57,9 @@ default) on frozen base weights; `lora_a2a` is NeMo's `a2a_experimental` (`lora`
 load balancing's, computed: `moe_load`); `moe_token_drop` is Megatron-Core's drop-and-pad
 routing (`moe_expert_capacity_factor` 1 with `moe_pad_expert_input_to_capacity`: every
 expert gets its capacity of rows, no device-to-host sync; `moe_meta`). The expert checks
-are `moe_checks`'.
+are `moe_checks`'. `vocab_multiple` is Megatron's `make_vocab_size_divisible_by`: the
+vocabulary is padded to a multiple of it x TP (`dims.padded_vocab`); 0 takes the
+framework's (128 under `megatron`, 1, no padding, under the PyTorch-native ones).
 """
 
 from __future__ import annotations
@@ -144,6 +146,7 @@ class ParallelPlan:
     lora_a2a: bool = False
     moe_load_factor: float = 0.0
     moe_token_drop: bool = False
+    vocab_multiple: int = 0
 
     @property
     def selective_modules(self) -> frozenset[str]:
@@ -236,6 +239,10 @@ class ParallelPlan:
                 raise ConfigError(f"plan: {key} must be >= 1, got {getattr(self, key)}")
         if self.etp < 0:
             raise ConfigError(f"plan: etp must be >= 0 (0: tp), got {self.etp}")
+        if self.vocab_multiple < 0:
+            raise ConfigError(
+                f"plan: vocab_multiple must be >= 0 (0: the framework's), got {self.vocab_multiple}"
+            )
         if self.zero not in (0, 1, 2, 3):
             raise ConfigError(f"plan: zero must be 0, 1, 2 or 3, got {self.zero}")
         MAX_RANKS.check(self.world, "plan: world size (tp x pp x dp x cp)")

@@ -238,6 +238,7 @@ def estimate(
             _straggler_assumption(mean, km.physics, plan.world),
             *_zero3_assumption(plan),
             *_lora_assumption(spec, plan),
+            *gen.ctx.vocab_notes(),
             *([MOE_ASSUMPTION, MOE_ACCURACY] if spec.moe else []),
             *([HYBRID_ASSUMPTION] if spec.pattern else []),
             *filter(None, [lenient_note(plan, spec.layers)]),
