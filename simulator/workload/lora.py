@@ -135,6 +135,24 @@ def check(plan: ParallelPlan, model: ModelSpec) -> None:
             "plan: defer_embedding_wgrad with LoRA: the frozen output layer has no weight "
             "gradient to defer"
         )
+    _check_rank(rank, chosen, model)
+
+
+def _check_rank(rank: int, chosen: tuple[str, ...], model: ModelSpec) -> None:
+    """Refuse a rank above an adapted linear's smaller side: `B A` then has rank at most
+    min(in, out), so the extra rank adds weights and GEMM work that cannot change the
+    update, and the adapter has more weights than the linear it adapts (Hu et al. 2021,
+    LoRA, sec. 4: r << min(d, k)); frameworks accept it (PEFT's `nn.Linear(in, r)` takes
+    any r), but a rank that large is almost always a typo, not a LoRA run."""
+    for kind in chosen:
+        n_in, n_out = _model_widths(model)[kind]
+        if rank > min(n_in, n_out):
+            raise ConfigError(
+                f"plan: lora_rank {rank} is larger than the {kind} linear's smaller side "
+                f"({n_in} in, {n_out} out): its update B A has rank at most "
+                f"{min(n_in, n_out)}; give lora_rank <= {min(n_in, n_out)} (LoRA ranks are "
+                "typically 8-512)"
+            )
 
 
 def _widths(ctx: Ctx, kind: str) -> tuple[int, int]:
@@ -160,14 +178,19 @@ def layer_params(ctx: Ctx) -> int:
     return total
 
 
-def model_params(m: ModelSpec, rank: int, text: str) -> int:
-    """Adapter weights of the whole model (every decoder layer, all TP ranks together)."""
-    widths = {
+def _model_widths(m: ModelSpec) -> dict[str, tuple[int, int]]:
+    """(input, output) width of each adaptable linear of the whole model (all TP ranks)."""
+    return {
         "qkv": (m.hidden, (m.heads + 2 * m.kv_heads) * m.head_dim),
         "fc1": (m.hidden, m.ffn * (2 if m.gated else 1)),
         "proj": (m.heads * m.v_dim, m.hidden),
         "fc2": (m.ffn, m.hidden),
     }
+
+
+def model_params(m: ModelSpec, rank: int, text: str) -> int:
+    """Adapter weights of the whole model (every decoder layer, all TP ranks together)."""
+    widths = _model_widths(m)
     return m.layers * sum(rank * sum(widths[k]) for k in targets(text))
 
 

@@ -217,3 +217,18 @@ def test_tp_without_sequence_parallelism_reduces_the_column_adapters_input_gradi
     assert "layer0.qkv.lora_a.dgrad_reduce" in reduced
     sp, _ = _rank0(_plan(lora_rank=RANK))
     assert "layer0.qkv.lora_a.dgrad_reduce" not in _names(sp)  # folded into TE's reduce
+
+
+def test_rank_past_an_adapted_linear_is_refused() -> None:
+    """A rank above an adapted linear's smaller side (Llama 3 8B: hidden 4,096) cannot
+    raise the update's rank: exit 4 naming the linear and the limit (was priced: a 16,384
+    rank adapter with more weights than the model's linears). The limit itself passes."""
+    args = ["estimate", "--model", "llama3-8b", "--seq", "512", "--gbs", "1"]
+    bad = CliRunner().invoke(cli, [*args, "--lora-rank", "16384"])
+    assert bad.exit_code == 4, bad.output
+    assert "lora_rank 16384 is larger than the qkv linear's smaller side (4096 in" in bad.output
+    fc2 = CliRunner().invoke(cli, [*args, "--lora-rank", "8192", "--lora-targets", "fc2"])
+    assert fc2.exit_code == 4 and "fc2 linear's smaller side (14336 in, 4096 out)" in fc2.output
+    with pytest.raises(ConfigError, match="lora_rank 1026 is larger than the proj"):
+        _plan(lora_rank=1026, lora_targets="proj").check(MODEL)
+    _plan(lora_rank=1024, lora_targets="proj").check(MODEL)  # the tiny model's hidden
