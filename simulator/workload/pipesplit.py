@@ -14,7 +14,10 @@ megatron/core/transformer/pipeline_parallel_layer_layout.py):
   `--decoder-last-pipeline-num-layers`): the first (last) pipeline stage holds that
   many, the other stages share the rest evenly (it must divide); with vp every stage's
   count must divide by vp and each of its chunks holds count / vp. Not combinable with
-  the two below (Megatron asserts so);
+  the two below (Megatron asserts so). A count of 0 is refused as Megatron-Core's
+  `TransformerConfig.__post_init__` refuses it ("num_layers_in_first_pipeline_stage must
+  be larger than 0", megatron/core/transformer/transformer_config.py): an embedding- or
+  loss-only stage is what the two below or `pp_layout` ("E|t*8|...") build;
 - `embedding_in_split` / `loss_in_split` (`--account-for-embedding-in-pipeline-split`,
   `--account-for-loss-in-pipeline-split`): the embedding (loss) counts as one layer:
   layers + 1 (+ 1) must divide by pp, each stage's share by vp, and the first (last)
@@ -204,10 +207,15 @@ def _first_last(plan: SplitPlan, layers: int) -> list[int]:
     """Layers per pipeline stage with `first_stage_layers` / `last_stage_layers`."""
     first, last = plan.first_stage_layers, plan.last_stage_layers
     rest, stages = layers, plan.pp
-    for given in (first, last):
+    for given, end in ((first, "first"), (last, "last")):
         if given is not None:
-            if given < 0:
-                raise ConfigError(f"plan: stage layer counts must be >= 0, got {given}")
+            if given < 1:  # Megatron-Core's TransformerConfig refuses it (module doc)
+                raise ConfigError(
+                    f"plan: {end}_stage_layers must be >= 1, got {given} (Megatron-Core refuses "
+                    f"0: 'num_layers_in_{end}_pipeline_stage must be larger than 0'); for a "
+                    f"stage holding only the {'embedding' if end == 'first' else 'loss'} "
+                    f"use {'embedding' if end == 'first' else 'loss'}_in_split or a pp_layout"
+                )
             rest -= given
             stages -= 1
     if rest < 0 or (stages == 0 and rest != 0) or (stages > 0 and rest % stages):

@@ -193,3 +193,16 @@ def test_activation_memory_counts_each_chunks_own_layers() -> None:
     light_mem = plan_memory(Generator(spec, light, _km()))
     assert heavy_mem.stage == 0
     assert heavy_mem.activations_gb > light_mem.activations_gb
+
+
+def test_zero_layer_first_or_last_stage_is_refused() -> None:
+    """`--first-stage-layers 0` / `--last-stage-layers 0`: Megatron-Core's TransformerConfig
+    refuses a count of 0 ("must be larger than 0"); exit 4 naming the field and what builds
+    an embedding- or loss-only stage (was priced: a stage holding the embedding alone)."""
+    args = ["estimate", "--model", "llama3-8b", "--pp", "4", "--gbs", "8", "--seq", "512"]
+    for flag, names in (("--first-stage-layers", "embedding"), ("--last-stage-layers", "loss")):
+        out = CliRunner().invoke(cli, [*args, flag, "0"])
+        assert out.exit_code == 4, out.output
+        assert "must be >= 1, got 0" in out.output and f"{names}_in_split" in out.output
+    ok = CliRunner().invoke(cli, [*args, "--first-stage-layers", "2", "--json"])
+    assert ok.exit_code == 0, ok.output
