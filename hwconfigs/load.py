@@ -57,6 +57,7 @@ from lumos.hwconfigs.fields import (
 from lumos.hwconfigs.fields import (
     within as _within,
 )
+from lumos.hwconfigs.nic_units import warn_nic_units
 from lumos.hwconfigs.schema import (
     CollectiveChoice,
     EfficiencyPoint,
@@ -205,7 +206,9 @@ def _system(data: Mapping[str, Any], where: str, base: Path) -> SystemSpec:
         "num_nodes": (_count, 1),
         "collectives": (_collectives, CollectiveChoice()),
     }
-    return SystemSpec(**_fields(data, table, where), source=where)
+    spec = SystemSpec(**_fields(data, table, where), source=where)
+    warn_nic_units(spec.node, spec.fabric, where)
+    return spec
 
 
 def load_gpu(name_or_path: str | Path) -> GpuSpec:

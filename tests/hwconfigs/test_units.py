@@ -45,3 +45,29 @@ def test_zero_latency_and_every_shipped_system_still_load(tmp_path: Path) -> Non
     assert ideal.node.nvlink.latency_ns == 0
     for name in shipped_names():
         assert load_system(name).gpu.peak_bf16_tflops >= 1
+
+
+def test_nic_rate_in_gigabytes_is_warned_with_both_readings(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A NIC line rate written in GB/s where the key is Gb/s is 8x slow and inside the Gb/s
+    band (was priced silently). 50 on an H100 node reads as 50 Gb/s (1/72 of its NVLink a
+    GPU, past the 1/48 no reference design is below) or 400 Gb/s (NDR) written in GB/s;
+    12.5 is 100 Gb/s in GB/s and no NIC's line rate. Both load (50 GbE NICs exist) with a
+    warning naming the value and both readings; real rates and shipped systems stay quiet."""
+    with caplog.at_level("WARNING", logger="lumos"):
+        spec = load_system(system(tmp_path, fabric__nic_line_rate_gbit_per_s=50))
+    assert spec.fabric.nic_line_rate_gbit_per_s == 50
+    (msg,) = [r.getMessage() for r in caplog.records]
+    assert "nic_line_rate_gbit_per_s 50" in msg and "50 Gb/s" in msg and "400 Gb/s" in msg
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="lumos"):
+        load_system(system(tmp_path, fabric__nic_line_rate_gbit_per_s=12.5))
+    assert "100 Gb/s" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="lumos"):
+        for name in shipped_names():
+            load_system(name)
+        load_system(system(tmp_path, fabric__nic_line_rate_gbit_per_s=200))  # HDR: 1/18
+        load_system(system(tmp_path, fabric__nic_line_rate_gbit_per_s=333))  # not a product
+    assert not caplog.records, caplog.text
