@@ -15,7 +15,9 @@ something that costs next to nothing (the reason is on each entry): OLMo's non-p
 LayerNorm (its 2·hidden weights a norm are counted), OLMo-2's norms after attention and MLP
 instead of before them (the same two RMSNorms over the same activations), Granite's
 scalar multipliers of the embedding, residuals and logits (one multiply each, fused into neighbouring kernels), Gemma's
-embedding scaled by sqrt(hidden).
+embedding scaled by sqrt(hidden), GLM-4's RoPE on half of each head (`partial_rotary_factor`),
+MPT's ALiBi (a per-head bias added inside the attention kernel, `hf_layouts_renamed`).
+Model types lumos does not know are refused as such, never priced as a Llama.
 """
 
 from __future__ import annotations
@@ -117,6 +119,30 @@ FAMILIES: dict[str, Family] = {
     "starcoder2": Family(False, "layernorm", bias=(True, True), tied=True, act="gelu"),
     # OPT: pre-LN (`do_layer_norm_before`), ReLU fc1 / fc2, biases, learned positions, tied
     "opt": Family(False, "layernorm", bias=(True, True), position="learned", tied=True, act="relu"),
+    # GLM-4-0414 (Glm4DecoderLayer): RMSNorms after attention and MLP besides the ones
+    # before (`post_self_attn_layernorm`, `post_mlp_layernorm`), q/k/v biased, o_proj not
+    # (Glm4Attention), fused gate_up_proj SwiGLU; RoPE on half of each head
+    # (`partial_rotary_factor` 0.5: priced as RoPE)
+    "glm4": Family(True, "rmsnorm", bias=(True, False), post_norms=True),
+    # GLM-4.5 (Glm4MoeDecoderLayer): the two pre-norms only, q/k/v biased, QK-norm when
+    # `use_qk_norm`; DeepSeek-V3's MoE names (`n_routed_experts`, `first_k_dense_replace`,
+    # sigmoid routing) without MLA
+    "glm4_moe": Family(True, "rmsnorm", bias=(True, False)),
+    # Seed-OSS (SeedOssDecoderLayer): Llama's block, q/k/v biased (`attention_bias`), o_proj
+    # not (`attention_out_bias`), no MLP bias
+    "seed_oss": Family(True, "rmsnorm", bias=(True, False)),
+    # InternLM2 (remote code, modeling_internlm2.py): fused `wqkv`, SwiGLU w1 / w3 / w2,
+    # RMSNorm, biases by its `bias` key
+    "internlm2": _LLAMA,
+    # EXAONE 3.0 / 3.5 (remote code, modeling_exaone.py): Llama's block under GPT-2 names
+    # (`num_layers`, `activation_function`, `ln_1` / `ln_2`), its norms RMSNorms whatever
+    # its `layer_norm_epsilon` is called (`hf_layouts`)
+    "exaone": _LLAMA,
+    # ERNIE 4.5 dense (Ernie4_5DecoderLayer): Llama's block, biases by `use_bias`, tied
+    "ernie4_5": Family(True, "rmsnorm", tied=True),
+    # MPT (MptBlock): LayerNorm, GeLU up / down, one Wqkv, tied, ALiBi instead of positions
+    # (`hf_layouts`: priced as causal attention, the bias computed in the kernel)
+    "mpt": Family(False, "layernorm", position="none", tied=True, act="gelu"),
 }
 
 _SSM = "state-space (Mamba) layers"
@@ -128,7 +154,16 @@ REFUSED: dict[str, str] = {
     "llama4": "a vision tower beside Llama 4's text model; give its text_config "
     "(model_type llama4_text) as the file",
     "bloom": "ALiBi attention biases and a LayerNorm after the embedding (BLOOM)",
-    "mpt": "ALiBi attention biases by default (MPT)",
+    "qwen3_next": "Gated DeltaNet (linear attention) layers beside gated attention, with "
+    "experts (Qwen3-Next)",
+    "minimax": "lightning (linear) attention layers beside softmax attention, with experts "
+    "(MiniMax-Text-01 / M1)",
+    "ernie4_5_moe": "ERNIE 4.5's experts (moe_num_experts, moe_k, moe_layer_start_index / "
+    "interval, shared experts) in its own keys, which lumos does not read yet",
+    "hunyuan_v1_dense": "Hunyuan's block (its own QK-norm and attention options), whose "
+    "modeling code lumos has not read",
+    "hunyuan_v1_moe": "Hunyuan's block and experts (Hunyuan-A13B), whose modeling code lumos "
+    "has not read",
     "jamba": f"{_SSM} interleaved with attention, and experts (Jamba)",
     "mamba": _SSM,
     "mamba2": _SSM,

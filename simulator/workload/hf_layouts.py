@@ -33,7 +33,8 @@ turns those into the common names before anything is read (transformers'
   epsilon names the config carries (Nemotron 3's `layer_norm_epsilon` and `norm_eps`);
 - `opt` (OPTConfig): `ffn_dim` is the FFN width and `enable_bias` the linears' biases;
   `word_embed_proj_dim` other than `hidden_size` (OPT-350m's projections around the
-  decoder), `do_layer_norm_before: false` (its post-LN) and `layerdrop` > 0 are refused.
+  decoder), `do_layer_norm_before: false` (its post-LN) and `layerdrop` > 0 are refused;
+- `mpt` and `exaone`: `hf_layouts_renamed`.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lumos.errors import ConfigError
+from lumos.simulator.workload.hf_layouts_renamed import exaone, mpt
 
 Config = dict[str, Any]
 
@@ -169,6 +171,8 @@ LAYOUTS: dict[str, Callable[[Config, str], Config]] = {
     "llama4_text": _llama4_text,
     "nemotron_h": _nemotron_h,
     "opt": _opt,
+    "mpt": mpt,
+    "exaone": exaone,
 }
 
 

@@ -114,6 +114,9 @@ IGNORED = frozenset((
     # Cohere's scalar `logit_scale` (one multiply, fused into the loss) and tokenizer length,
     # GPT-NeoX's classifier-head dropout
     "rotary", "rotary_dim", "logit_scale", "model_max_length", "classifier_dropout",
+    # transformers 5's name for RoPE's base and scaling; Seed-OSS's bias on the attention
+    # output projection (h floats a layer, added in the GEMM epilogue)
+    "rope_parameters", "attention_out_bias",
 ))  # fmt: skip
 #: keys of architectures lumos does not model -> what they are (refused when set)
 UNMODELLED = {
