@@ -14,6 +14,7 @@ from lumos.hwconfigs.load import load_system
 from lumos.simulator.costmodel.kernels import KernelModel
 from lumos.simulator.workload import ParallelPlan, Precision
 from lumos.simulator.workload.block import DP_STREAM
+from lumos.simulator.workload.dims import padded_vocab
 from lumos.simulator.workload.framework import ATTENTION, FUSED_LOSS_BYTES, PROFILES
 from lumos.simulator.workload.spec import ModelSpec, model_from_dict
 from tests.simulator.workload.passes import node_value, stage0_pass
@@ -72,12 +73,13 @@ def test_foundry_fsdp1_casts_grads_to_fp32_and_predivides_before_an_fp32_reduce_
 def test_foundry_fused_cross_entropy_reads_the_bf16_logits_once() -> None:
     """`loss_fn: fused_crossentropy` (llm-foundry's default): flash_attn's kernel reads the
     BF16 logits once forward and reads + writes them backward (2 / 4 B a logit), against
-    Megatron's vocab-parallel 14 / 6."""
+    Megatron's vocab-parallel 14 / 6 over the vocabulary Megatron pads to a multiple of 128
+    (MPT's 50,368 -> 50,432; llm-foundry builds it unpadded)."""
     mega, foundry = _plans()
     fwd, bwd = _pass(foundry, True), _pass(foundry, False)
     assert _node(fwd, "cross_entropy", "nbytes") == FUSED_LOSS_BYTES[0] * T * V == 2 * T * V
     assert _node(bwd, "cross_entropy_bwd", "nbytes") == FUSED_LOSS_BYTES[1] * T * V == 4 * T * V
-    assert _node(_pass(mega, True), "cross_entropy", "nbytes") == 14 * T * V
+    assert _node(_pass(mega, True), "cross_entropy", "nbytes") == 14 * T * padded_vocab(V, 1, 128)
 
 
 def test_foundry_flash_attention_2_is_priced_at_the_fa2_ratio() -> None:
