@@ -239,9 +239,10 @@ class ParallelPlan:
                 raise ConfigError(f"plan: {key} must be >= 1, got {getattr(self, key)}")
         if self.etp < 0:
             raise ConfigError(f"plan: etp must be >= 0 (0: tp), got {self.etp}")
-        if self.vocab_multiple < 0:
+        if not 0 <= self.vocab_multiple <= model.vocab:  # past V: rows of padding alone
             raise ConfigError(
-                f"plan: vocab_multiple must be >= 0 (0: the framework's), got {self.vocab_multiple}"
+                f"plan: vocab_multiple must be 0 (the framework's) to the vocabulary "
+                f"({model.vocab}), got {self.vocab_multiple}"
             )
         if self.zero not in (0, 1, 2, 3):
             raise ConfigError(f"plan: zero must be 0, 1, 2 or 3, got {self.zero}")
