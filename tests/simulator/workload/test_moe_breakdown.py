@@ -50,3 +50,19 @@ def test_small_expert_gemms_are_priced_at_the_per_expert_host_floor() -> None:
     assert mb.op_class("l3.moe.fc2.wgrad") == "expert GEMMs"
     assert mb.op_class("l3.moe.fc1.cast_fp8") == "expert FP8 casts"
     assert mb.op_class("l3.moe.fp8_unpad_bwd") == "sort / pad passes"
+
+
+@pytest.mark.parametrize("row_id", [ROW, "MB2602-Qwen3-30B-A3B"])
+def test_rows_noted_as_a_release_regression_still_run_their_dropless_plan(row_id: str) -> None:
+    """The two Qwen3-30B rows' notes cite Megatron-Bridge issue #1998 (a 2x release
+    regression) without words the row parser reads as settings: they stay dropless on the
+    all-to-all dispatcher (no `token-drop`, DeepEP or overlap wording picked up)."""
+    mb = script_module("moe_breakdown")
+    plan = mb.find_row(row_id).plan
+    assert not plan.moe_token_drop
+    assert plan.dispatcher == "alltoall"
+    assert not plan.a2a_overlap
+    notes = next(
+        r["notes"] for r in mb.csv.DictReader(mb.vp.HELDOUT.open()) if r["row_id"] == row_id
+    )
+    assert "issue #1998" in notes
