@@ -19,9 +19,12 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from lumos.hwconfigs.load import load_system
+from lumos.simulator.costmodel.kernels import KernelModel
+from lumos.simulator.costmodel.stragglers import slowest_gpu
 from lumos.simulator.workload.block import COMPUTE
 from lumos.simulator.workload.generate import Generator
-from lumos.simulator.workload.step import _job_kernels, _resolve, _resolved_recompute, estimate
+from lumos.simulator.workload.step import estimate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import validate_published as vp
@@ -75,11 +78,12 @@ def find_row(row_id: str) -> vp.Row:
 
 
 def generator(row: vp.Row) -> Generator:
-    """The step generator `estimate` builds for `row` (its recompute resolved)."""
-    _, system = _resolve(row.model, row.hw, None, row.plan.world)
-    _, km = _job_kernels(system, None, row.plan.world)
-    plan, _ = _resolved_recompute(row.model, row.plan, km)
-    return Generator(row.model, plan, km)
+    """The step generator `estimate` builds for `row`: its GPU's kernels at the clock of the
+    slowest of the job's GPUs (`stragglers.slowest_gpu`). Rows state their recompute
+    (`validate_published.py`'s default), so none is resolved here."""
+    file = KernelModel.for_gpu(load_system(row.hw).gpu)
+    km = KernelModel(file.gpu, slowest_gpu(file.physics, row.plan.world))
+    return Generator(row.model, row.plan, km)
 
 
 def report(row_id: str) -> str:
