@@ -77,7 +77,7 @@ def run_bundle(bundle: str | Path, binary: str, ranks: int, timeout_s: float = 6
     t0 = time.perf_counter()
     try:
         with tempfile.TemporaryDirectory(prefix="lumos-astra-log-") as logs:
-            argv = [binary, *run_command_args(root), f"--logging-folder={logs}"]
+            argv = [binary, *run_command_args(root), "--logging-folder", logs]
             proc = subprocess.run(
                 argv, cwd=root, capture_output=True, text=True, timeout=timeout_s, check=False
             )

@@ -24,7 +24,9 @@ def render_readme(summary: ExportSummary) -> str:
         "cycle, something to simulate). Run it with `./run.sh` (set ASTRA_SIM_BIN to",
         f"`{BACKEND_BINARY[summary.backend]}`, the {summary.backend} backend it was written "
         "for); it fails unless every rank prints its `sys[N] finished` line, and prints",
-        "the step time. The command it runs:",
+        "the step time. ASTRA-sim's logs go to $ASTRA_SIM_LOG_DIR (a new folder, or one",
+        "without an earlier run's logs), else to a new temporary folder that run.sh names;",
+        "nothing is written here. The command it runs (with `--logging-folder` added):",
         "",
         "```",
         shell_command(summary.prefix),
