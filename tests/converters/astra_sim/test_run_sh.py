@@ -14,8 +14,8 @@ import stat
 import subprocess
 from pathlib import Path
 
-from tests.converters.astra_sim.test_export import MICRO, all_reduce, export, write_trace
 from tests.conftest import fixture_path
+from tests.converters.astra_sim.test_export import MICRO, all_reduce, export, write_trace
 
 UNAWARE = "congestion-unaware"
 #: a folder name holding every character a shell treats specially, a newline last
@@ -44,7 +44,7 @@ def _fake_binary(folder: Path) -> Path:
     fake.write_text(
         "#!/usr/bin/env bash\n"
         "logs=log\n"
-        'prev=\n'
+        "prev=\n"
         'for a in "$@"; do [ "$prev" = --logging-folder ] && logs=$a; prev=$a; done\n'
         'mkdir -p -- "$logs" && echo run >> "$logs/log.log" || exit 9\n'
         'ls -- "workload/${1#--workload-configuration=workload/}".0.et >/dev/null || exit 8\n'
