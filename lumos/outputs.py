@@ -75,12 +75,26 @@ def describe(exc: OSError) -> str:
     return (exc.strerror or str(exc)).lower()
 
 
+def refuse_link_loop(path: str | os.PathLike[str]) -> None:
+    """Raises OutputError if `path` (or a folder on its way) is a symbolic-link loop: no
+    output can be written there, and `Path.resolve` would raise RuntimeError."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OutputError(
+                f"{path}: a symbolic link loop (its links point at each other); remove it "
+                "or name another output"
+            ) from None
+
+
 def output_target(path: str | os.PathLike[str]) -> Path:
     """The real file an output named `path` goes to: a symlink's target, made absolute.
 
     Raises OutputError if a directory, device, FIFO or socket is in the way.
     """
     given = Path(path)
+    refuse_link_loop(given)
     real = Path(os.path.realpath(given))
     try:  # the given path first: /dev/stdout on a pipe resolves to no real path
         st = os.stat(given)

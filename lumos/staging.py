@@ -15,7 +15,7 @@ from pathlib import Path
 
 from lumos.errors import OutputError
 from lumos.leftovers import staging_name, sweep
-from lumos.outputs import describe
+from lumos.outputs import describe, refuse_link_loop
 
 
 def staging_dir(target: Path, *, inside: Path | None = None) -> Path:
@@ -23,6 +23,7 @@ def staging_dir(target: Path, *, inside: Path | None = None) -> Path:
 
     Raises OutputError if it cannot be created.
     """
+    refuse_link_loop(target)
     parent = inside if inside is not None else target.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)

@@ -53,7 +53,7 @@ def compare_command(
     at their measured step starts when the ETs carry them; the overall row is the
     slowest rank on each side. --timeline writes both steps into one Perfetto file.
     """
-    check_output(timeline, force)
+    check_output(timeline, force, inputs=[trace])
     with shown(not (as_json or quiet())):
         comparison = compare(
             trace,

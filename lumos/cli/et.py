@@ -162,7 +162,7 @@ def validate_cmd(paths: tuple[str, ...], as_json: bool, allow_partial: bool) -> 
 def to_json_cmd(path: str, output: str, force: bool) -> None:
     """Render one .et file as valid JSON (or JSON Lines), losslessly."""
     if output != "-":
-        check_output(output, force)
+        check_output(output, force, inputs=[path])
     from lumos.converters.chakra.json_codec import write_json
 
     (source,) = find_et_sources(path)
@@ -178,7 +178,7 @@ def to_json_cmd(path: str, output: str, force: bool) -> None:
 @handle_errors
 def from_json_cmd(path: str, output: str, force: bool) -> None:
     """Turn a .json / .jsonl rendering back into a .et file."""
-    check_output(no_stdout(output, "a .et file"), force)
+    check_output(no_stdout(output, "a .et file"), force, inputs=[path])
     from lumos.converters.chakra.json_codec import json_to_et
 
     count = json_to_et(path, output)
@@ -195,7 +195,7 @@ def graph_cmd(paths: tuple[str, ...], output: str, force: bool, max_nodes: int) 
     if not output.endswith((".dot", ".graphml")) and output != "-":
         raise LumosError(f"{output}: use a .graphml or .dot file name (or - for DOT on stdout)")
     if output != "-":
-        check_output(output, force)
+        check_output(output, force, inputs=paths)
     from lumos.converters.chakra.graph_export import to_networkx, write_dot, write_graphml
 
     graph = to_networkx(iter_sources(list(paths)), max_nodes=max_nodes)

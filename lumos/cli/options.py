@@ -9,6 +9,7 @@ aliases that the help does not show.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,7 +17,7 @@ from typing import Any, TypeVar
 import click
 
 from lumos.errors import LumosError
-from lumos.outputs import output_target
+from lumos.outputs import output_target, refuse_link_loop
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -97,15 +98,25 @@ json_option = click.option(
 )
 
 
-def check_output(path: str | Path | None, force: bool, *, folder: bool = False) -> None:
+def check_output(
+    path: str | Path | None,
+    force: bool,
+    *,
+    folder: bool = False,
+    inputs: Iterable[str | Path] = (),
+) -> None:
     """The overwrite rule: an existing output is replaced only with --force, and the
     folder it goes in must exist (a folder output is created, its parent must exist).
+    A file output that is one of the command's `inputs` (a trace file, or a rank file
+    of a trace folder or prefix) is refused even with --force: it would be replaced by
+    what was computed from it.
 
-    Raises LumosError naming the path and the fix.
+    Raises LumosError naming the path and the fix; OutputError for a link loop.
     """
     if path is None:
         return
     p = Path(path)
+    refuse_link_loop(p)
     parent = p.resolve().parent
     if not parent.is_dir():
         raise LumosError(f"{p}: folder {parent} does not exist; create it first")
@@ -118,8 +129,29 @@ def check_output(path: str | Path | None, force: bool, *, folder: bool = False) 
     if p.is_dir():
         raise LumosError(f"{p}: is a folder, expected a file name")
     output_target(p)  # a device, FIFO or socket in the way (even through a link): OutputError
+    source = next((str(i) for i in inputs if _reads(Path(i), p)), None)
+    if source is not None:
+        raise LumosError(
+            f"{p}: is an input of this command ({source}); writing it would destroy what it "
+            "is computed from, even with --force: choose another path"
+        )
     if p.exists() and not force:
         raise LumosError(f"{p}: exists; pass --force to replace it")
+
+
+def _reads(source: Path, out: Path) -> bool:
+    """Whether a command reading `source` (a file, a trace folder, or a folder/prefix of
+    rank files) reads the existing file `out`."""
+    if not out.is_file():
+        return False
+    if source.is_file():
+        return os.path.samefile(source, out)
+    folder = source if source.is_dir() else source.parent
+    return (
+        folder.is_dir()
+        and os.path.samefile(folder, out.parent)
+        and out.name.endswith((".et", ".et.gz"))
+    )
 
 
 def shipped_systems() -> list[str]:

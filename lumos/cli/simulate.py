@@ -135,9 +135,9 @@ def simulate_command(
     if no_timelines and (timeline or plot_prefix):
         option = "--timeline" if timeline else "--plot"
         raise click.UsageError(f"{option} draws per-node times, which --no-timelines drops")
-    check_output(timeline and no_stdout(timeline, "a timeline"), force)
+    check_output(timeline and no_stdout(timeline, "a timeline"), force, inputs=[trace])
     if plot_prefix:
-        check_output(f"{no_stdout(plot_prefix, 'plots')}.breakdown.html", force)
+        check_output(f"{no_stdout(plot_prefix, 'plots')}.breakdown.html", force, inputs=[trace])
     with shown(not (as_json or quiet())):
         sim = simulate(
             trace,
