@@ -26,6 +26,7 @@ from lumos.limits import MAX_FRAME_BYTES
 from lumos.simulator.et_attrs import decode_attrs
 from lumos.simulator.et_names import NameTable
 from lumos.simulator.et_wire import PAD, packed_ok, packed_varints, varints, walk
+from lumos.simulator.graph_build import MAX_DURATION_US
 from lumos.simulator.heap import trim
 
 CHUNK_BYTES = 4 << 20
@@ -269,6 +270,7 @@ def _decode_chunk(
     name_at[msg[sel]] = f.at[sel]
     name_len[msg[sel]] = f.value[sel].view(np.int64)
     slow |= typ > 127
+    slow |= dur > np.uint64(MAX_DURATION_US)  # protobuf's reader names it (graph_columns)
     sel = np.flatnonzero((kind == 4) | (kind == 5))
     dep_msg, dep_at, dep_size = msg[sel], f.at[sel], f.value[sel].view(np.int64)
     dep_ctrl = kind[sel] == 4

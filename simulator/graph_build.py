@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain
 from operator import attrgetter
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +36,38 @@ def _int(value: object, default: int = -1) -> int:
     if isinstance(value, list):
         return int(value[0]) if value else default
     return int(value)  # type: ignore[call-overload]
+
+
+#: the longest `duration_micros` whose nanoseconds fit the simulator's int64 clock
+MAX_DURATION_US = (2**63 - 1) // 1000
+#: Chakra's CollectiveCommType values (ALL_REDUCE 0 .. BARRIER 9); -1: none given
+_COMM_TYPE_RANGE = range(-1, max(pb.CollectiveCommType.values()) + 1)
+
+
+def check_durations(nodes: Iterable[Any], source: str, rank: int) -> None:
+    """Raises TraceFormatError for a node (anything with `id`, `name`,
+    `duration_micros`) whose duration does not fit 64-bit nanoseconds: it would wrap to
+    any number, 0 ns included."""
+    for node in nodes:
+        if node.duration_micros > MAX_DURATION_US:
+            where = f"rank {rank} node {node.id} {node.name!r}"
+            raise TraceFormatError(
+                source,
+                f"{where}: duration_micros {node.duration_micros} µs is past the 64-bit "
+                "nanosecond clock (292 years)",
+            )
+
+
+def check_values(g: RankGraph) -> None:
+    """Raises TraceFormatError for a negative `dur_ns` (-1 is "none given"), which the
+    scheduler would run as 0 ns; `et validate` calls it an error too."""
+    bad = np.flatnonzero(g.dur_ns < -1)
+    if len(bad):
+        i = int(bad[0])
+        more = f" ({len(bad)} nodes in all)" if len(bad) > 1 else ""
+        raise TraceFormatError(
+            g.source, f"{g.where(i)}: dur_ns is negative ({int(g.dur_ns[i])}){more}"
+        )
 
 
 _WANTED = {
@@ -88,6 +121,7 @@ def graph_from_et(
     name_ids: dict[str, int] = {}
     name_idx = [name_ids.setdefault(node.name, len(name_ids)) for node in node_list]
     types = [node.type for node in node_list]
+    check_durations(node_list, source, rank)
     dur_us = [node.duration_micros * 1000 for node in node_list]
     deps = [(*node.data_deps, *node.ctrl_deps) for node in node_list]
     g = RankGraph.from_arrays(
@@ -101,6 +135,7 @@ def graph_from_et(
         dur_ns=np.asarray([d or -1 for d in dur_us], np.int64),
         pg_labels=[],
     )
+    g.source = source
     items = []
     for i, node in enumerate(node_list):
         attrs = node.attr
@@ -113,7 +148,7 @@ def graph_from_et(
     g.pg_labels = list(label_ids)
     _fill_deps(g, deps, source, repair)
     fill_metadata(g, metadata)
-    g.source = source
+    check_values(g)
     return g
 
 
@@ -195,8 +230,15 @@ def fill_attrs(
 def _fill_comm(
     g: RankGraph, i: int, ntype: int, a: dict[str, object], label_ids: dict[str, int]
 ) -> None:
-    g.comm_type[i] = _int(a.get("comm_type"))
-    g.comm_size[i] = max(_int(a.get("comm_size"), 0), 0)
+    comm_type, size = _int(a.get("comm_type")), _int(a.get("comm_size"), 0)
+    if ntype not in (SEND, RECV) and comm_type not in _COMM_TYPE_RANGE:
+        raise TraceFormatError(
+            g.source, f"{g.where(i)}: comm_type {comm_type} is not a Chakra collective (0-9)"
+        )
+    if not 0 <= size < 2**63:
+        raise TraceFormatError(g.source, f"{g.where(i)}: comm_size {size} is not a byte count")
+    g.comm_type[i] = comm_type
+    g.comm_size[i] = size
     g.comm_tag[i] = _int(a.get("comm_tag"), 0)
     if ntype == SEND:
         g.comm_peer[i] = _int(a.get("comm_dst"))

@@ -21,7 +21,14 @@ from lumos.errors import TraceFormatError
 from lumos.proto import pb
 from lumos.simulator.et_columns import Columns, read_columns
 from lumos.simulator.graph import RankGraph
-from lumos.simulator.graph_build import dep_csr, fill_attrs, fill_metadata, wanted_attrs
+from lumos.simulator.graph_build import (
+    check_durations,
+    check_values,
+    dep_csr,
+    fill_attrs,
+    fill_metadata,
+    wanted_attrs,
+)
 from lumos.simulator.heap import TRIM_MIN_NODES, trim
 
 
@@ -79,6 +86,7 @@ def graph_from_columns(
         nodes = list(slow.values())
         ids[at] = [node.id for node in nodes]
         typ[at] = [node.type for node in nodes]
+        check_durations(nodes, source, rank)
         us = [node.duration_micros * 1000 for node in nodes]
         dur_us[at] = us
         dur_ns[at] = [d or -1 for d in us]
@@ -132,13 +140,14 @@ def graph_from_columns(
         **columns,
     )
     g.dropped_deps = dropped
+    g.source = source
     _fill_syncs(g, cols, perm)
     if slow:
         _fill_slow(g, slow, perm)
     if n >= TRIM_MIN_NODES:
         trim()
     fill_metadata(g, metadata)
-    g.source = source
+    check_values(g)
     return g
 
 
