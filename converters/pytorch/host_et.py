@@ -24,10 +24,10 @@ from lumos.converters.pytorch.host_et_schema import (
     Layout,
     schema_for,
 )
+from lumos.converters.pytorch.host_ids import FIELDS, int_matrix
 from lumos.converters.pytorch.host_io import ByteRows, encode_io, io_field, no_rows
 from lumos.converters.pytorch.host_tree import check_host_tree
 from lumos.converters.pytorch.json_stream import TraceFile, read_array_document
-from lumos.converters.pytorch.kineto import int_array
 from lumos.errors import TraceFormatError
 from lumos.proto import pb
 
@@ -142,7 +142,7 @@ class HostTrace:
         return {int(v): i for i, v in enumerate(self.id.tolist())}
 
 
-_INT_FIELDS = ("id", "parent", "rf_id", "tid", "seq_id", "fw_parent")
+_INT_FIELDS = FIELDS
 _FLAT_IDS = itemgetter("id", "parent", "rf_id", "tid", "seq_id", "fw_parent")
 _FLAT_REST = itemgetter(
     "name", "inputs", "input_shapes", "input_types", "outputs", "output_shapes", "output_types"
@@ -178,12 +178,16 @@ class _Columns:
         self._add_batch(batch)
         self._freeze_batch()
 
+    def _row_name(self, k: int) -> str:
+        """This batch's row k's node name."""
+        return self.names[self.name[k]]
+
     def _freeze_batch(self) -> None:
         """Turn this batch's Python ints into arrays, so their memory is reused."""
         if self.nums:
             self.parts.append(
                 (
-                    _int_matrix(self.nums),
+                    int_matrix(self.nums, self.path, self._row_name),
                     np.asarray(self.name, np.int32),
                     np.asarray(self.op_schema, np.int32),
                 )
@@ -314,18 +318,6 @@ class _Columns:
 
 
 _SPECIAL = frozenset({"record_param_comms", PROCESS_GROUP_INIT})
-
-
-def _int_matrix(rows: list[tuple[Any, ...]]) -> np.ndarray:
-    """(id, parent, rf_id, tid, seq_id, fw_parent) tuples → int64 matrix (bad values: -1)."""
-    if not rows:
-        return np.zeros((0, len(_INT_FIELDS)), np.int64)
-    try:
-        return np.asarray(rows, dtype=np.int64).reshape(len(rows), len(_INT_FIELDS))
-    except (TypeError, ValueError, OverflowError):
-        cols = list(zip(*rows, strict=True))
-        parent = [v or 0 for v in cols[1]]
-        return np.stack([int_array(list(c)) for c in (cols[0], parent, *cols[2:])], axis=1)
 
 
 def load_host_et(source: TraceFile) -> HostTrace:

@@ -22,7 +22,10 @@ import pytest
 from click.testing import CliRunner
 
 from lumos.cli.main import cli
+from lumos.converters.pytorch.host_et import load_host_et
 from lumos.converters.pytorch.host_tree import _in_loops
+from lumos.converters.pytorch.json_stream import TraceFile
+from lumos.errors import TraceFormatError
 from tests.conftest import DATA
 
 BASE = json.loads(
@@ -124,3 +127,53 @@ def test_loop_search_is_linear_in_the_usual_order() -> None:
     assert len(_in_loops(ids, parent)) == 0
     parent[100], parent[5000] = 5001, 101  # 101 -> 5001 -> 101: a loop, and what hangs below
     assert {101, 5001} <= set(ids[_in_loops(ids, parent)].tolist())
+
+
+def _set_mm(field: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    """An edit setting `field` of the first aten::mm (id 488; rf_id among its attrs)."""
+
+    def edit(doc: dict[str, Any]) -> None:
+        node = _named(doc, "aten::mm")[0]
+        if field == "rf_id":
+            next(a for a in node["attrs"] if a["name"] == "rf_id")["value"] = value
+        else:
+            node[field] = value
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("id", 2**64, "id 1.8446744073709552e+19 is not a node id"),
+        ("id", None, "id None is not a node id"),
+        ("id", "abc", "id 'abc' is not a node id"),
+        ("id", 488.5, "id 488.5 is not a node id"),
+        ("id", True, "id True is not a node id"),
+        ("id", -5, "id -5 is not a node id"),
+        ("ctrl_deps", 2**64, "parent 1.8446744073709552e+19 is not a node id"),
+        ("ctrl_deps", "x", "parent 'x' is not a node id"),
+        ("rf_id", 2**64, "rf_id 1.8446744073709552e+19 is past 64 bits"),
+    ],
+)
+def test_ids_that_are_not_whole_64_bit_numbers_name_the_node(
+    tmp_path: Path, field: str, value: Any, message: str
+) -> None:
+    """Before: past 2^63 `internal error: OverflowError` (2^64 reads as a float, and is
+    named as one); null, text or a negative id became -1 (a node no parent or link could
+    name) and 488.5 became 488, without a word."""
+    doc = copy.deepcopy(BASE)
+    _set_mm(field, value)(doc)
+    path = tmp_path / "rank0.host_et.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(
+        TraceFormatError, match=r"rank0.host_et.json: node .* \('aten::mm'\)"
+    ) as err:
+        load_host_et(TraceFile(str(path)))
+    assert message in str(err.value)
+
+
+def test_an_id_past_63_bits_is_exit_3_not_an_internal_error(tmp_path: Path) -> None:
+    code, out = _convert(tmp_path, _set_mm("id", 2**63))
+    assert code == 3 and "id 9223372036854775808 is not a node id" in out, out
+    assert not (tmp_path / "out").exists()
