@@ -43,9 +43,14 @@ def remove_tree(path: Path) -> None:
 def safe_name(name: str, what: str = "prefix") -> str:
     """`name` itself if it is one plain file-name component.
 
-    Raises OutputError for separators, `.`/`..` or NUL (a `--prefix ../../x` must not
-    write outside the output folder).
+    Raises OutputError for separators, `.`/`..` (a `--prefix ../../x` must not write
+    outside the output folder) or control characters (NUL, a newline: no rank-file
+    pattern matches such a name, so the set could not be found again).
     """
-    if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+    if not name or name in (".", "..") or "/" in name or "\\" in name:
         raise OutputError(f"{what} {name!r} must be a plain file name (no folders, not . or ..)")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+        raise OutputError(
+            f"{what} {name!r} must be a plain file name (it holds a control character)"
+        )
     return name

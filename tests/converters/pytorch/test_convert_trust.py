@@ -184,3 +184,18 @@ def test_fuzz_found_kineto_values_are_named_errors(
     )
     with pytest.raises(TraceFormatError, match=re.escape(message)):
         convert([bad], tmp_path / "out")
+
+
+@pytest.mark.parametrize("prefix", ["x\ny", "a\tb", "esc\x1b[2J", "del\x7f"])
+def test_prefix_with_control_characters_is_refused(
+    kineto_only: Path, tmp_path: Path, prefix: str
+) -> None:
+    """Before: `--prefix $'x\\ny'` wrote `x\\ny.0.et`, a set no lumos command finds again
+    (`no Chakra ET files found`) and a name that breaks line-based tools."""
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        cli, ["convert", str(kineto_only), "-o", str(out), "--prefix", prefix]
+    )
+    assert result.exit_code == 6, result.output
+    assert "must be a plain file name" in result.output and "control character" in result.output
+    assert not out.exists()
