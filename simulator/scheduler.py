@@ -396,5 +396,7 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
     plain = plan.role == PLAIN
     plain &= start_ns >= 0
     np.add(start_ns, plan.dur, out=end_ns, where=plain)
+    if bool((end_ns[plain] < start_ns[plain]).any()):  # numpy wraps where array("q") raises
+        raise OverflowError("a node's end passes 64-bit nanoseconds")
     events = other + int(np.count_nonzero(end_ns >= 0))
     return Schedule(start_ns, end_ns, wait_ns, events)

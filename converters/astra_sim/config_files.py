@@ -32,7 +32,7 @@ from lumos.converters.astra_sim.config import (
     SchedulingPolicy,
 )
 from lumos.errors import ConfigError
-from lumos.hwconfigs.fields import config_bytes, load_yaml, regular_file
+from lumos.hwconfigs.fields import LATENCY_NS, config_bytes, load_yaml, regular_file, within
 from lumos.limits import MAX_CHUNKS, MAX_RANKS
 
 
@@ -143,6 +143,12 @@ def system_from_dict(data: Mapping[str, Any], source: str = "<system>") -> Astra
     )
 
 
+#: a link's GB/s per direction: 0.1 (under 1 Gb/s Ethernet) to 100,000 (over 100x an
+#: NVLink 5 GPU's 900 GB/s); outside it the figure was written in other units (bit/s,
+#: B/s, TB/s). Latencies share the hardware configs' band (0, or 1 ns to 1 s).
+_BANDWIDTH_GBPS = within(0.1, 1e5, "GB/s per link")
+
+
 def network_from_dict(data: Mapping[str, Any], source: str = "<network>") -> AstraNetworkConfig:
     """Build an AstraNetworkConfig from parsed YAML. Raises ConfigError naming `source`."""
     if not isinstance(data, Mapping):
@@ -171,9 +177,13 @@ def network_from_dict(data: Mapping[str, Any], source: str = "<network>") -> Ast
         topology=topology,
         npus_count=counts,
         bandwidth_gbps=tuple(
-            _number(source, "bandwidth", b, positive=True) for b in lists["bandwidth"]
+            _BANDWIDTH_GBPS(_number(source, "bandwidth", b, positive=True), f"{source}: bandwidth")
+            for b in lists["bandwidth"]
         ),
-        latency_ns=tuple(_number(source, "latency", v, positive=False) for v in lists["latency"]),
+        latency_ns=tuple(
+            LATENCY_NS(_number(source, "latency", v, positive=False), f"{source}: latency")
+            for v in lists["latency"]
+        ),
     )
 
 
@@ -283,8 +293,17 @@ def dump_astra_network(config: AstraNetworkConfig, path: str | Path) -> None:
     """Write the analytical network YAML, one flow-style list per key like ASTRA-sim's examples."""
     lines = []
     for key, values in config.to_dict().items():
-        lines.append(f"{key}: [ {', '.join(str(v) for v in values)} ]")
+        lines.append(f"{key}: [ {', '.join(_yaml_number(v) for v in values)} ]")
     Path(path).write_text("\n".join(lines) + "\n")
+
+
+def _yaml_number(value: Any) -> str:
+    """A number as YAML 1.1 reads it back: `1e-05` is text to PyYAML, `1.0e-05` a float."""
+    text = str(value)
+    if isinstance(value, float) and "e" in text and "." not in text:
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}.0e{exponent if exponent[0] in '+-' else '+' + exponent}"
+    return text
 
 
 def dump_astra_memory(config: AstraMemoryConfig, path: str | Path) -> None:

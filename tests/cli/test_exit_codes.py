@@ -103,18 +103,27 @@ def test_truncated_plain_tar_is_one_error(tmp_path: Path) -> None:
 
 
 def test_time_past_64_bits_is_a_simulation_error(tmp_path: Path) -> None:
-    """Found by the fuzz harness: a 1e300 ns latency overflowed the scheduler's arrays."""
-    write_set(tmp_path / "set", 2)
-    system = fixture_path("astra-sim/examples/system/native_collectives/HGX-H100-validated.json")
+    """Found by the fuzz harness: a 1e300 ns latency overflowed the scheduler's arrays.
+    Such a network file is now refused when read (exit 4, a latency outside the band
+    hardware has); two chained kernels of the longest duration that fits 64-bit ns each
+    still reach the clock's own guard."""
+    from lumos.simulator.graph_build import MAX_DURATION_US
+    from tests.converters.astra_sim.test_export import gpu, write_trace
+
     network = tmp_path / "network.yml"
     network.write_text(
         "topology: [Ring]\nnpus_count: [2]\nbandwidth: [50.0]\nlatency: [1.0e+300]\n"
     )
+    write_set(tmp_path / "set", 2)
+    system = fixture_path("astra-sim/examples/system/native_collectives/HGX-H100-validated.json")
     code, out = run(
         "simulate", str(tmp_path / "set" / "t"),
         "--astra-sim-system", str(system), "--astra-sim-network", str(network),
     )  # fmt: skip
-    assert code == 5 and "exceeds 64-bit nanoseconds" in out
+    assert code == 4 and "latency is 1e+300, outside the 1 to 1e+09 ns" in out, out
+    long = [gpu(1, dur_us=MAX_DURATION_US), gpu(2, dur_us=MAX_DURATION_US, deps=(1,))]
+    code, out = run("simulate", str(write_trace(tmp_path / "long", [long, long])))
+    assert code == 5 and "exceeds 64-bit nanoseconds" in out, out
 
 
 def test_gzip_bomb_stops_at_the_ratio_limit(

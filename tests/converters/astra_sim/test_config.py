@@ -148,3 +148,37 @@ def test_astra_network_yaml_past_the_config_size_limit_is_refused(tmp_path: Path
         load_astra_network(small).npus_count
         == load_astra_network(fixture_path(HGX_NETWORK)).npus_count
     )
+
+
+@pytest.mark.parametrize(
+    ("value", "key"),
+    [
+        ("bandwidth: [5.0e-5]", "bandwidth"),  # GB/s written as PB/s
+        ("bandwidth: [4.0e+11]", "bandwidth"),  # bit/s
+        ("latency: [5.0e-7]", "latency"),  # seconds
+        ("latency: [1.0e+300]", "latency"),
+    ],
+)
+def test_network_figures_in_other_units_are_refused(tmp_path: Path, value: str, key: str) -> None:
+    """Before: `simulate --mode astra` priced a 5e-5 GB/s ring (exit 0, every compute
+    share 0.0 %), and `export` copied it into a bundle whose own pre-flight then refused
+    the `5e-05` it wrote (YAML 1.1 reads it as text)."""
+    net = tmp_path / "n.yml"
+    good = {"bandwidth": "bandwidth: [50.0]", "latency": "latency: [500.0]"}
+    good[key] = value
+    net.write_text("topology: [Ring]\nnpus_count: [2]\n" + "\n".join(good.values()) + "\n")
+    with pytest.raises(ConfigError, match=rf"n\.yml: {key} is .*, outside .* is it in other units"):
+        load_astra_network(net)
+
+
+def test_network_yaml_floats_read_back_as_numbers(tmp_path: Path) -> None:
+    """`str(1e-05)` is `1e-05`, which YAML 1.1 (PyYAML) reads as text; written with a
+    point and a signed exponent it is a float to both PyYAML and yaml-cpp."""
+    import yaml
+
+    from lumos.converters.astra_sim.config import AstraNetworkConfig
+
+    net = AstraNetworkConfig((AstraTopology.RING,), (2,), (1e-05,), (1e16,))
+    dump_astra_network(net, tmp_path / "n.yml")
+    data = yaml.safe_load((tmp_path / "n.yml").read_text())
+    assert data["bandwidth"] == [1e-05] and data["latency"] == [1e16]
