@@ -19,6 +19,7 @@ import numpy as np
 
 from lumos.converters.pytorch.duration_pairs import PAIRED, DurationPairs
 from lumos.converters.pytorch.json_stream import TraceFile, read_array_document
+from lumos.converters.pytorch.kineto_malformed import malformed
 from lumos.errors import TraceFormatError
 
 _intern = sys.intern
@@ -251,7 +252,7 @@ class _Columns:
         except (TypeError, AttributeError, ValueError, OverflowError) as exc:
             if isinstance(exc, TraceFormatError):
                 raise
-            index, reason = _malformed(batch)
+            index, reason = malformed(batch)
             raise TraceFormatError(
                 self.path, reason or f"malformed event: {exc}", where=f"event #{index} of a batch"
             ) from None
@@ -379,17 +380,3 @@ def _base_ns(path: str, value: Any) -> int:
     if type(value) is not int or not 0 <= value < MAX_US * 1000:
         raise TraceFormatError(path, f"{BASE_TIME_KEY} is {value!r:.60}, not a time in ns")
     return value
-
-
-def _malformed(batch: list[Any]) -> tuple[int, str | None]:
-    """The first complete event (or half of a pair) whose name, category or args have the
-    wrong JSON type."""
-    for index, raw in enumerate(batch):
-        if type(raw) is not dict or (raw.get("ph") != "X" and raw.get("ph") not in PAIRED):
-            continue
-        for key, want in (("name", str), ("cat", str), ("args", dict)):
-            value = raw.get(key)
-            if value is not None and not isinstance(value, want):
-                kind = "a string" if want is str else "an object"
-                return index, f"event {key!r} is {value!r:.60}, not {kind}"
-    return -1, None

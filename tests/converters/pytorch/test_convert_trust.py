@@ -7,6 +7,7 @@ Inputs are the 2-rank DDP capture of tests/data (real host ETs and Kineto traces
 from __future__ import annotations
 
 import gzip
+import json
 import re
 import shutil
 from pathlib import Path
@@ -170,7 +171,7 @@ def test_negative_kineto_duration_is_named(tmp_path: Path) -> None:
     [
         ('"distributedInfo": 1.5,', '"ts":10', "distributedInfo is 1.5, not an object"),
         ("", '"ts":1e308', "'ts' is 1e+308, not a number of µs"),
-        ("", '"ts":10,"pid":1180591620717411303424', "malformed event"),
+        ("", '"ts":10,"pid":1180591620717411303424', "'pid' is 1.1805916207174113e+21, past"),
     ],
 )
 def test_fuzz_found_kineto_values_are_named_errors(
@@ -199,3 +200,29 @@ def test_prefix_with_control_characters_is_refused(
     assert result.exit_code == 6, result.output
     assert "must be a plain file name" in result.output and "control character" in result.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("field", "where"),
+    [
+        ("pid", "event"),
+        ("tid", "event"),
+        ("correlation", "args"),
+        ("External id", "args"),
+        ("Record function id", "args"),
+    ],
+)
+def test_kineto_ids_past_64_bits_name_the_event_and_field(
+    tmp_path: Path, field: str, where: str
+) -> None:
+    """Before: `(event #-1 of a batch): malformed event: Python int too large to convert
+    to C long`, naming neither the event nor the field."""
+    event: dict[str, object] = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 10}
+    event.update(dur=5, pid=1, tid=1, args={"External id": 3})
+    target = event if where == "event" else event["args"]
+    target[field] = 2**63  # type: ignore[index]
+    bad = tmp_path / "rank0.kineto.json"
+    bad.write_text(json.dumps({"traceEvents": [event]}))
+    message = f"event 'aten::mm': '{field}' is 9223372036854775808, past 64 bits"
+    with pytest.raises(TraceFormatError, match=re.escape(message)):
+        convert([bad], tmp_path / "out")
