@@ -9,7 +9,13 @@ from pathlib import Path
 import click
 
 from lumos.cli.main import echo_json, handle_errors, quiet
-from lumos.cli.options import check_output, force_option, json_option, output_option
+from lumos.cli.options import (
+    FiniteFloatRange,
+    check_output,
+    force_option,
+    json_option,
+    output_option,
+)
 from lumos.cli.outputs import no_stdout
 from lumos.cli.progress import shown
 from lumos.converters.chakra.set_output import check_set_output
@@ -52,7 +58,7 @@ def _steps_line(s: RankSummary) -> str:
 )
 @click.option(
     "--min-link-rate",
-    type=click.FloatRange(0, 1),
+    type=FiniteFloatRange(0, 1),
     default=MIN_LINK_RATE,
     show_default=True,
     help="Refuse a rank whose host ET links fewer of its ops to Kineto events (a sign of "

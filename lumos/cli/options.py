@@ -9,6 +9,7 @@ aliases that the help does not show.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -66,6 +67,17 @@ def output_option(
         type=click.Path(dir_okay=dir_okay, file_okay=not dir_okay),
         help=help_text,
     )
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click's FloatRange that also refuses NaN (every comparison with NaN is false, so
+    FloatRange lets it through) and the infinities."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{number} is not a finite number.", param, ctx)
+        return number
 
 
 class RankList(click.ParamType):

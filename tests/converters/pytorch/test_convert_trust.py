@@ -226,3 +226,14 @@ def test_kineto_ids_past_64_bits_name_the_event_and_field(
     message = f"event 'aten::mm': '{field}' is 9223372036854775808, past 64 bits"
     with pytest.raises(TraceFormatError, match=re.escape(message)):
         convert([bad], tmp_path / "out")
+
+
+def test_min_link_rate_nan_is_a_usage_error(kineto_only: Path, tmp_path: Path) -> None:
+    """Before: click's FloatRange let NaN through (every comparison with it is false), and
+    a rank linking 100 % of its ops was refused as `below the nan% threshold ()`."""
+    out = tmp_path / "out"
+    args = ["convert", str(DDP), "-o", str(out), "--min-link-rate", "nan"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert "--min-link-rate" in result.output and "nan" in result.output
+    assert not out.exists()
