@@ -393,8 +393,7 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
         view.release()  # the loop's closures hold them in cycles: let the plan go when done
     start_ns, end_ns = np.frombuffer(start, np.int64), np.frombuffer(end, np.int64)
     wait_ns = np.frombuffer(wait, np.int64)
-    plain = plan.role == PLAIN
-    plain &= start_ns >= 0
+    plain = (plan.role == PLAIN) & (start_ns >= 0)
     np.add(start_ns, plan.dur, out=end_ns, where=plain)
     if bool((end_ns[plain] < start_ns[plain]).any()):  # numpy wraps where array("q") raises
         raise OverflowError("a node's end passes 64-bit nanoseconds")
