@@ -49,9 +49,13 @@ def run_script(prefix: str, ranks: int, backend: str = "congestion-unaware") -> 
     appends to) go to $ASTRA_SIM_LOG_DIR, a folder that must not hold an earlier run's
     logs, or else to a fresh temporary folder, named at the end. The bundle's folder is
     found from $0 without `dirname` or `$(...)`, so a path holding spaces, `$`, `;`,
-    backticks, quotes, newlines or a leading `-` is one word throughout."""
+    backticks, quotes, newlines or a leading `-` is one word throughout. ASTRA-sim's
+    Chakra feeder opens each ET in append mode (`std::ifstream` with `ios::app`, fopen's
+    "a+"), which a read-only file refuses: on a read-only bundle the script runs from a
+    temporary copy, removed when it ends."""
     binary = BACKEND_BINARY[backend]
     args = " \\\n  ".join(shlex.quote(a) for a in run_command(prefix)[1:])
+    first = f"{WORKLOAD_DIR}/{shlex.quote(prefix)}"
     return f"""#!/usr/bin/env bash
 # Runs this bundle ({ranks} ranks) on ASTRA-sim 2.x's analytical {backend} backend.
 # ASTRA_SIM_BIN: the ASTRA-sim binary (default: {binary} on PATH).
@@ -85,7 +89,16 @@ case $0 in */*) here=${{0%/*}} ;; esac
 case $here in /*) ;; '') here=/ ;; *) here=./$here ;; esac
 cd -- "$here" || exit 1
 out=$(mktemp) || exit 1
-trap 'rm -f -- "$out"' EXIT
+copy=
+trap 'rm -rf -- "$out" ${{copy:+"$copy"}}' EXIT
+if [ ! -w {first}.0.et ]; then
+  # ASTRA-sim opens each ET in append mode ("a+"), which a read-only file refuses
+  copy=$(mktemp -d "${{TMPDIR:-/tmp}}/astra-sim-bundle.XXXXXX") || exit 1
+  mkdir -- "$copy/{WORKLOAD_DIR}" && cp -- {first}.*.et "$copy/{WORKLOAD_DIR}/" \\
+    && cp -- system.json network.yml memory.json comm_group.json "$copy/" && cd -- "$copy" \\
+    || exit 1
+  echo "run.sh: the bundle is read-only; running a temporary copy of it" >&2
+fi
 "$ASTRA_SIM_BIN" \\
   {args} \\
   --logging-folder "$logs" \\

@@ -14,6 +14,8 @@ import stat
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import fixture_path
 from tests.converters.astra_sim.test_export import MICRO, all_reduce, export, write_trace
 
@@ -108,3 +110,32 @@ def test_run_sh_takes_hostile_folder_names_without_the_binary(tmp_path: Path) ->
         assert "all 2 ranks finished; step time 12 ns" in done.stdout
         assert _listing(bundle) == before
     assert not list(tmp_path.rglob("PWNED"))
+
+
+def test_run_sh_runs_a_read_only_bundle(astra_bin: dict[str, str], tmp_path: Path) -> None:
+    """ASTRA-sim's Chakra feeder opens each ET in append mode ("a+"): on a read-only
+    mount it aborted with `Failed to open file workload/all_reduce.0.et` (exit 134), with
+    or without the logs moved out. run.sh now runs a temporary copy. Needs a read-only
+    bind mount (root); skipped where one cannot be made."""
+    bundle, mounted = tmp_path / "b", tmp_path / "ro"
+    export(fixture_path(MICRO.format(kind="all_reduce", n=4)), bundle)
+    mounted.mkdir()
+    made = subprocess.run(["mount", "--bind", str(bundle), str(mounted)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"no bind mount here: {made.stderr.decode().strip()}")
+    try:
+        remount = ["mount", "-o", "remount,bind,ro", str(mounted)]
+        if subprocess.run(remount, capture_output=True).returncode != 0:
+            pytest.skip("no read-only remount here")
+        temp = tmp_path / "temp"
+        temp.mkdir()
+        binary = astra_bin[UNAWARE]
+        done = _run(
+            str(mounted / "run.sh"), tmp_path, binary, ASTRA_SIM_LOG_DIR="l", TMPDIR=str(temp)
+        )
+    finally:
+        subprocess.run(["umount", str(mounted)], check=False)
+    assert done.returncode == 0, done.stderr
+    assert "all 4 ranks finished; step time 4897 ns" in done.stdout
+    assert "the bundle is read-only; running a temporary copy of it" in done.stderr
+    assert (tmp_path / "l" / "log.log").is_file() and not list(temp.iterdir())  # copy removed
