@@ -391,8 +391,7 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
                 special(u, s)
     for view in (plain_dur, gap, proc, role, succ_ptr, succ, indeg, enq, wait_in_gap):
         view.release()  # the loop's closures hold them in cycles: let the plan go when done
-    start_ns, end_ns = np.frombuffer(start, np.int64), np.frombuffer(end, np.int64)
-    wait_ns = np.frombuffer(wait, np.int64)
+    start_ns, end_ns, wait_ns = (np.frombuffer(a, np.int64) for a in (start, end, wait))
     plain = (plan.role == PLAIN) & (start_ns >= 0)
     np.add(start_ns, plan.dur, out=end_ns, where=plain)
     if bool((end_ns[plain] < start_ns[plain]).any()):  # numpy wraps where array("q") raises
