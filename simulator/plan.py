@@ -19,12 +19,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lumos.simulator.backlog import Hold
 from lumos.simulator.blocking import early_latency, waits
 from lumos.simulator.graph import COLL, RECV, SEND, RankGraph, SyncKind
 from lumos.simulator.heap import trim
 from lumos.simulator.processors import Assignment
 from lumos.simulator.result import ProcKind
 
+#: marks a held first op's `gap` (`Plan.held`): far below any dispatch delay
+HELD = 1 << 60
 PLAIN, COLLECTIVE, P2P_SEND, P2P_RECV, SYNC_WAIT, EVENT_RECORD, STREAM_WAIT, LAUNCH = range(8)
 _KINDS = list(ProcKind)
 _CPU, _GPU = _KINDS.index(ProcKind.CPU), _KINDS.index(ProcKind.GPU)
@@ -65,8 +68,9 @@ class Plan:
     `inst_exit[m]`: None when every member of instance m leaves at its last arrival +
     `inst_dur[m]`; else each member's own time after the last arrival, in the order of
     `inst_members[m]` (replay keeps the recorded exits; a pricer may give its own).
-    `free_at`: (processor, time) of streams still busy at the step start with work
-    queued before it (`lumos.simulator.backlog`); they take no node until then.
+    `held[v]`: the latest start of a stream's first op v held past the moment it could
+    start (`lumos.simulator.backlog`); its `gap` is `-(HELD + hold)`: it starts `hold`
+    after it could, capped at `held[v]` (and never before it could).
     """
 
     offsets: list[int]
@@ -87,7 +91,7 @@ class Plan:
     inst_dur: list[int] = field(default_factory=list)
     inst_members: list[list[int]] = field(default_factory=list)
     inst_exit: list[list[int] | None] = field(default_factory=list)
-    free_at: list[tuple[int, int]] = field(default_factory=list)
+    held: dict[int, int] = field(default_factory=dict)
     #: astra mode: per instance, arrival times -> per-member finish times (None: together)
     inst_finish: list[Callable[[Sequence[int]], list[int]] | None] = field(default_factory=list)
     sync_args: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
@@ -270,3 +274,11 @@ def build_plan(
             trim()
             released = 0
     plan.succ = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+def hold_first_ops(plan: Plan, k: int, held: Sequence[Hold]) -> None:
+    """Hold slot k's first ops of busy streams (`Plan.held`; after `build_plan`)."""
+    lo, t0 = plan.offsets[k], plan.slot_start[k] if plan.slot_start else 0
+    for h in held:
+        plan.gap[lo + h.node] = -(HELD + h.hold_ns)
+        plan.held[lo + h.node] = t0 + h.start_ns

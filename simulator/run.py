@@ -28,7 +28,7 @@ from lumos.errors import ConfigError, SimulationError, ValidationError
 from lumos.progress import report
 from lumos.simulator.align import Alignment, align_ranks
 from lumos.simulator.assemble import RankMeta, assemble
-from lumos.simulator.backlog import stream_backlog
+from lumos.simulator.backlog import holds
 from lumos.simulator.comm_cost import ASTRA_PRICED, CommCoster
 from lumos.simulator.fold import Folding, find_folding, identity
 from lumos.simulator.graph import SEND, RankGraph
@@ -36,7 +36,7 @@ from lumos.simulator.graph_checks import cut_short_notes, cycle_problems
 from lumos.simulator.heap import trim
 from lumos.simulator.load import load_graphs
 from lumos.simulator.network.api import CollectivePricer
-from lumos.simulator.plan import Plan, build_plan, empty_plan
+from lumos.simulator.plan import Plan, build_plan, empty_plan, hold_first_ops
 from lumos.simulator.processors import assign_processors
 from lumos.simulator.provenance import check_durations, durations, pricing_notes
 from lumos.simulator.rendezvous import Instance, match_collectives, match_p2p, outside_notes
@@ -224,25 +224,14 @@ def _prepare(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: M
         raise ValidationError(problems, header="the trace cannot be simulated")
     astra = mode is Mode.ASTRA
     assignments = [assign_processors(g, astra) for g in sim_graphs]
-    free = (
-        {}
-        if astra
-        else {
-            k: stream_backlog(g, a)
-            for k, (g, a) in enumerate(zip(sim_graphs, assignments, strict=True))
-        }
-    )
+    held = [[] if astra else holds(g, a) for g, a in zip(sim_graphs, assignments, strict=True)]
+    free = {k: {h.proc: h.start_ns for h in hk} for k, hk in enumerate(held) if hk}
     tails = [
         None if astra else step_tail(g, a) for g, a in zip(sim_graphs, assignments, strict=True)
     ]
     metas = {g.rank: RankMeta.of(g) for g in graphs}
     plan = empty_plan(sim_graphs, assignments, astra)
     plan.slot_start = [alignment.offset(g.rank) for g in sim_graphs]
-    plan.free_at = [
-        (plan.proc_offsets[k] + p, plan.slot_start[k] + t)
-        for k, f in free.items()
-        for p, t in f.items()
-    ]
     clock = [int(g.step_start_ns or 0) for g in sim_graphs] if alignment.aligned else None
     priced, p2p = _attach_comms(plan, sim_graphs, instances, mode, opts.pricer, clock)
     gpu = opts.cost_model.gpu.name if opts.cost_model is not None else None
@@ -251,6 +240,8 @@ def _prepare(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: M
     kept = graphs if opts.timelines else None
     del graphs, by_rank  # without timelines, filling the plan is the graphs' last use
     build_plan(plan, sim_graphs, assignments, astra, opts.ablate_sync, release=kept is None)
+    for k, hk in enumerate(held):
+        hold_first_ops(plan, k, hk)
     for v, ns in p2p:
         plan.dur[v] = ns
     tracked = plan.sync_args or plan.early_wait

@@ -29,6 +29,7 @@ from lumos.simulator.engine import PRIO_SHIFT, TIME_SHIFT
 from lumos.simulator.plan import (
     COLLECTIVE,
     EVENT_RECORD,
+    HELD,
     LAUNCH,
     P2P_RECV,
     P2P_SEND,
@@ -44,7 +45,7 @@ from lumos.simulator.sync import RuntimeSync
 # breaks ties at one instant for one node. A PLAIN node's finish is told apart from a
 # special node's so the hot path skips what only special nodes need (their end time
 # and waits); a PLAIN node's end is its start plus its duration, filled in at the end.
-FINISH, FINISH_SPECIAL, START, FREE, DISPATCH, RELEASE = 0, 1, 2, 3, 4, 6
+FINISH, FINISH_SPECIAL, START, DISPATCH, RELEASE = 0, 1, 2, 4, 6
 KIND_BITS = 3
 
 
@@ -109,12 +110,17 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
             dispatching[pi] = True
             heappush(heap, (t << shift) | (1 << PRIO_SHIFT) | ((n + pi) << 3) | DISPATCH)
 
+    def held(v: int, t: int) -> int:  # a held first op (`Plan.held`) that could start at t
+        latest = plan.held[v]
+        s = t - HELD - gap[v]
+        return t if t >= latest else s if s < latest else latest
+
     def begin(v: int, pi: int, t: int) -> None:
         s = t
         g = gap[v]
         if g:
             ge = last_end[pi] + g
-            s = (ge if ge > s else s) if g > 0 else s - g
+            s = (ge if ge > s else s) if g > 0 else s - g if g > -HELD else held(v, s)
         start[v] = s
         if not unlimited[pi]:
             busy[pi] = True
@@ -243,9 +249,6 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
     roots = np.flatnonzero(plan.enq == 0)
     first_root = np.searchsorted(roots, plan.offsets).tolist()
     roots_list = roots.tolist()
-    for pi, t_free in plan.free_at:  # streams busy with work queued before the step
-        busy[pi] = True
-        heappush(heap, (t_free << shift) | ((n + pi) << 3) | FREE)
     for k, t0 in enumerate(slot_start):
         for pi in range(plan.proc_offsets[k], plan.proc_offsets[k + 1]):
             last_end[pi] = t0
@@ -276,11 +279,6 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
             other += 1
             if low == START:
                 special(v, t)
-            elif low == FREE:
-                pi = v - n
-                busy[pi] = False
-                last_end[pi] = t
-                try_start(pi, t)
             elif low == RELEASE:
                 if v < n:
                     enqueue(v, t)
@@ -356,7 +354,7 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
             gp = gap[u]
             if gp:
                 ge = last_end[pu] + gp
-                s = (ge if ge > s else s) if gp > 0 else s - gp
+                s = (ge if ge > s else s) if gp > 0 else s - gp if gp > -HELD else held(u, s)
             start[u] = s
             busy[pu] = True
             d = plain_dur[u]
@@ -379,7 +377,7 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
             gp = gap[u]
             if gp:
                 ge = last_end[pi] + gp
-                s = (ge if ge > s else s) if gp > 0 else s - gp
+                s = (ge if ge > s else s) if gp > 0 else s - gp if gp > -HELD else held(u, s)
             start[u] = s
             busy[pi] = True
             d = plain_dur[u]

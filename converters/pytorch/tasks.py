@@ -150,11 +150,20 @@ def finalize(table: TaskTable, step_start: int) -> None:
 
 def _stream_gaps(table: TaskTable, gap: np.ndarray) -> None:
     """Fill `gap` of recorded GPU ops that have a predecessor on their stream (in place):
-    how much later than `ready_ns` each started, capped at GPU_GAP_MAX_NS."""
-    ops = np.flatnonzero((table.stream >= 0) & (table.ev >= 0) & (table.ctrl >= 0))
+    how much later than `ready_ns` each started, capped at GPU_GAP_MAX_NS. A stream's
+    first op launched by a (non-blocking) call gets its whole delay, not capped: its hold
+    (`simulator.backlog`), kept here so a what-if that edits durations reads it as
+    recorded."""
+    recorded = (table.stream >= 0) & (table.ev >= 0)
+    ops = np.flatnonzero(recorded & (table.ctrl >= 0))
     if len(ops):
         late = table.start[ops] - ready_ns(table, ops, blocking_from_call=True)
         gap[ops] = np.clip(late, 0, np.where(_blocking(table, ops), late, GPU_GAP_MAX_NS))
+    firsts = np.flatnonzero(recorded & (table.ctrl < 0) & (table.data1 >= 0))
+    firsts = firsts[table.kind[table.data1[firsts]] == TaskKind.CPU]
+    firsts = firsts[~_blocking(table, firsts)]
+    if len(firsts):
+        gap[firsts] = np.maximum(table.start[firsts] - ready_ns(table, firsts), 0)
 
 
 def _blocking(table: TaskTable, ops: np.ndarray) -> np.ndarray:
