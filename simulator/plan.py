@@ -68,9 +68,11 @@ class Plan:
     `inst_exit[m]`: None when every member of instance m leaves at its last arrival +
     `inst_dur[m]`; else each member's own time after the last arrival, in the order of
     `inst_members[m]` (replay keeps the recorded exits; a pricer may give its own).
-    `held[v]`: the latest start of a stream's first op v held past the moment it could
-    start (`lumos.simulator.backlog`); its `gap` is `-(HELD + hold)`: it starts `hold`
-    after it could, capped at `held[v]` (and never before it could).
+    `free_at`: (processor, time) of streams still busy at the step start with work
+    queued before it (`lumos.simulator.backlog`); they take no node until then.
+    `held[v]`: with relative holds instead, the latest start of a stream's first op v
+    held past the moment it could start; its `gap` is `-(HELD + hold)`: it starts
+    `hold` after it could, capped at `held[v]` (and never before it could).
     """
 
     offsets: list[int]
@@ -91,6 +93,7 @@ class Plan:
     inst_dur: list[int] = field(default_factory=list)
     inst_members: list[list[int]] = field(default_factory=list)
     inst_exit: list[list[int] | None] = field(default_factory=list)
+    free_at: list[tuple[int, int]] = field(default_factory=list)
     held: dict[int, int] = field(default_factory=dict)
     #: astra mode: per instance, arrival times -> per-member finish times (None: together)
     inst_finish: list[Callable[[Sequence[int]], list[int]] | None] = field(default_factory=list)
@@ -104,6 +107,11 @@ class Plan:
     @property
     def n(self) -> int:
         return len(self.dur)
+
+    def held_start(self, v: int, t: int) -> int:
+        """When the held first op v (`held`), able to start at t, starts."""
+        latest, s = self.held[v], t - HELD - int(self.gap[v])
+        return t if t >= latest else s if s < latest else latest
 
 
 def compute_durations(g: RankGraph, astra: bool) -> np.ndarray:
@@ -276,9 +284,16 @@ def build_plan(
     plan.succ = np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
-def hold_first_ops(plan: Plan, k: int, held: Sequence[Hold]) -> None:
-    """Hold slot k's first ops of busy streams (`Plan.held`; after `build_plan`)."""
-    lo, t0 = plan.offsets[k], plan.slot_start[k] if plan.slot_start else 0
+def hold_first_ops(plan: Plan, k: int, held: Sequence[Hold], relative: bool) -> None:
+    """Hold slot k's first ops of busy streams (after `build_plan`): `relative`, each
+    op its hold after it can start (`Plan.held`); else each stream busy until its op's
+    recorded start (`Plan.free_at`), the op without a gap of its own."""
+    lo, p0 = plan.offsets[k], plan.proc_offsets[k]
+    t0 = plan.slot_start[k] if plan.slot_start else 0
     for h in held:
-        plan.gap[lo + h.node] = -(HELD + h.hold_ns)
-        plan.held[lo + h.node] = t0 + h.start_ns
+        if relative:
+            plan.gap[lo + h.node] = -(HELD + h.hold_ns)
+            plan.held[lo + h.node] = t0 + h.start_ns
+        else:
+            plan.gap[lo + h.node] = 0
+            plan.free_at.append((p0 + h.proc, t0 + h.start_ns))

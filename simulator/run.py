@@ -80,6 +80,10 @@ class SimOptions:
     each rank keeps its step times and breakdown (~165 instead of ~245 bytes a node for
     the whole run: `docs/speed.md`). `ranks`: simulate only these ranks of the trace
     (`rendezvous.outside_notes` states what that means for communication).
+    `relative_holds`: a stream's first op that the trace shows held past its launch
+    waits its hold after the moment it can start, capped at its recorded start, instead
+    of its stream being busy until that start (`lumos.simulator.backlog`); the what-if
+    pipeline's choice, so an edit that runs the op's dependencies earlier moves it.
     """
 
     mode: Mode = Mode.REPLAY
@@ -94,6 +98,7 @@ class SimOptions:
     estimate_missing: bool = False
     timelines: bool = True
     ranks: frozenset[int] | None = None
+    relative_holds: bool = False
 
 
 def simulate(
@@ -241,7 +246,7 @@ def _prepare(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: M
     del graphs, by_rank  # without timelines, filling the plan is the graphs' last use
     build_plan(plan, sim_graphs, assignments, astra, opts.ablate_sync, release=kept is None)
     for k, hk in enumerate(held):
-        hold_first_ops(plan, k, hk)
+        hold_first_ops(plan, k, hk, opts.relative_holds)
     for v, ns in p2p:
         plan.dur[v] = ns
     tracked = plan.sync_args or plan.early_wait

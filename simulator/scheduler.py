@@ -8,11 +8,9 @@ starts when its processor is free and all its dependencies are done. A chain of 
 one thread therefore costs one heap push and pop per node and nothing else. Processors
 are FIFO queues, or, in ASTRA-sim mode, lowest-id-first among ready nodes, dispatched
 after every event of the same instant. A node's gap (`Plan.gap`) holds its start back:
-on a thread, to the thread's previous end plus the untraced time; on a stream (stored
-negated), to the moment it could start plus the dispatch delay. This module is the hot
-path: the plan's arrays become plain lists and the loop uses local names and literal bit
-masks on purpose (`key >> 3`, `key & 7`: KIND_BITS); `scripts/sim_golden.py` checks that
-a change here leaves every simulated time of every fixture as it was.
+on a thread, to the thread's previous end plus the untraced time; on a stream (negated),
+to the moment it could start plus the dispatch delay (or its hold: `Plan.held`). Hot
+path: memoryviews, local names, bit masks (`key & 7`: KIND_BITS); sim_golden checks it.
 """
 
 from __future__ import annotations
@@ -45,7 +43,7 @@ from lumos.simulator.sync import RuntimeSync
 # breaks ties at one instant for one node. A PLAIN node's finish is told apart from a
 # special node's so the hot path skips what only special nodes need (their end time
 # and waits); a PLAIN node's end is its start plus its duration, filled in at the end.
-FINISH, FINISH_SPECIAL, START, DISPATCH, RELEASE = 0, 1, 2, 4, 6
+FINISH, FINISH_SPECIAL, START, FREE, DISPATCH, RELEASE = 0, 1, 2, 3, 4, 6
 KIND_BITS = 3
 
 
@@ -101,6 +99,7 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
     # processors whose enqueue the main loop handles inline: FIFO and bounded
     fifo = [not (by_id or unl) for unl in unlimited]
     shift = TIME_SHIFT
+    held_gap, hold = -HELD, plan.held_start  # `Plan.held`
 
     def finish_at(v: int, t: int) -> None:
         heappush(heap, (t << shift) | (v << 3) | FINISH_SPECIAL)
@@ -110,17 +109,12 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
             dispatching[pi] = True
             heappush(heap, (t << shift) | (1 << PRIO_SHIFT) | ((n + pi) << 3) | DISPATCH)
 
-    def held(v: int, t: int) -> int:  # a held first op (`Plan.held`) that could start at t
-        latest = plan.held[v]
-        s = t - HELD - gap[v]
-        return t if t >= latest else s if s < latest else latest
-
     def begin(v: int, pi: int, t: int) -> None:
         s = t
         g = gap[v]
         if g:
             ge = last_end[pi] + g
-            s = (ge if ge > s else s) if g > 0 else s - g if g > -HELD else held(v, s)
+            s = (ge if ge > s else s) if g > 0 else s - g if g > held_gap else hold(v, s)
         start[v] = s
         if not unlimited[pi]:
             busy[pi] = True
@@ -249,6 +243,9 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
     roots = np.flatnonzero(plan.enq == 0)
     first_root = np.searchsorted(roots, plan.offsets).tolist()
     roots_list = roots.tolist()
+    for pi, t_free in plan.free_at:  # streams busy with work queued before the step
+        busy[pi] = True
+        heappush(heap, (t_free << shift) | ((n + pi) << 3) | FREE)
     for k, t0 in enumerate(slot_start):
         for pi in range(plan.proc_offsets[k], plan.proc_offsets[k + 1]):
             last_end[pi] = t0
@@ -279,6 +276,11 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
             other += 1
             if low == START:
                 special(v, t)
+            elif low == FREE:
+                pi = v - n
+                busy[pi] = False
+                last_end[pi] = t
+                try_start(pi, t)
             elif low == RELEASE:
                 if v < n:
                     enqueue(v, t)
@@ -354,7 +356,7 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
             gp = gap[u]
             if gp:
                 ge = last_end[pu] + gp
-                s = (ge if ge > s else s) if gp > 0 else s - gp if gp > -HELD else held(u, s)
+                s = (ge if ge > s else s) if gp > 0 else s - gp if gp > held_gap else hold(u, s)
             start[u] = s
             busy[pu] = True
             d = plain_dur[u]
@@ -377,7 +379,7 @@ def run_plan(plan: Plan, sync: RuntimeSync | None = None) -> Schedule:
             gp = gap[u]
             if gp:
                 ge = last_end[pi] + gp
-                s = (ge if ge > s else s) if gp > 0 else s - gp if gp > -HELD else held(u, s)
+                s = (ge if ge > s else s) if gp > 0 else s - gp if gp > held_gap else hold(u, s)
             start[u] = s
             busy[pi] = True
             d = plain_dur[u]

@@ -82,7 +82,7 @@ class Contention:
 
 
 def _options() -> SimOptions:
-    return SimOptions(align_ranks=False, timelines=True)
+    return SimOptions(align_ranks=False, timelines=True, relative_holds=True)
 
 
 def _cpu_rows(sim: SimResult) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:

@@ -124,5 +124,6 @@ def to_graphs(ets: EtSet) -> list[RankGraph]:
 
 
 def simulate_etset(ets: EtSet, options: SimOptions | None = None) -> SimResult:
-    """Simulate every rank of the set (replay by default: the ETs' own durations)."""
-    return simulate(to_graphs(ets), options or SimOptions(align_ranks=False))
+    """Simulate every rank of the set (replay by default: the ETs' own durations; a
+    stream's first op held past its launch is held relative to when it can start)."""
+    return simulate(to_graphs(ets), options or SimOptions(align_ranks=False, relative_holds=True))
