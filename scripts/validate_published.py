@@ -11,7 +11,8 @@ held-out torchtitan rows (`scripts/data/heldout_titan_h100.csv`, `--titan`), the
 (`heldout4_h100.csv`, `--heldout4`, `heldout4_rows.py`) and the fifth (`heldout5_h100.csv`,
 `--heldout5`: MLPerf Training logs, read with the fourth set's launch-script columns) and the
 hybrid Mamba-2 set (`hybrid_h100.csv`, `--hybrid`: Nemotron-H on DGX Cloud) and NeMo
-AutoModel's LoRA runs on FSDP2 (`automodel_lora_h100.csv`, `--automodel-lora`); see
+AutoModel's LoRA runs on FSDP2 (`automodel_lora_h100.csv`, `--automodel-lora`) and the sixth
+set (`heldout6_h100.csv`, `--heldout6`: MLPerf logs of other submitters and rounds); see
 `scripts/data/README.md`. A row's
 `hwconfig` column, where it has one, names the shipped system it ran on (or a system YAML
 in `scripts/data/`).
@@ -44,7 +45,7 @@ column says "no", or whose model lumos refuses, is listed as skipped with the re
 Nothing here is fitted.
 
     python scripts/validate_published.py [--heldout | --moe | --heldout2 | --heldout3 | --heldout4 | --heldout5 | --hybrid
-        | --titan | --automodel-lora | --parallel | --csv PATH]
+        | --titan | --automodel-lora | --parallel | --heldout6 | --csv PATH]
         [--only ROW_ID ...]
         [--markdown] [--json OUT] [--baseline EARLIER.json] [--unstated-recompute none|auto]
 """
@@ -91,6 +92,9 @@ SETS = {"hybrid": HYBRID, "heldout5": HELDOUT5, "heldout4": HELDOUT4} | SETS
 #: parallel attention / MLP block runs (`--parallel`; the built-in `model_spec` names, as hybrid)
 PARALLEL = Path(__file__).resolve().parent / "data" / "parallel_a100.csv"
 SETS["parallel"] = PARALLEL
+#: the sixth held-out set (`--heldout6`): MLPerf Training v4.0 / v4.1 / v6.0 logs of submitters
+#: and rounds the fifth set does not hold, the fifth set's columns
+SETS["heldout6"] = Path(__file__).resolve().parent / "data" / "heldout6_h100.csv"
 #: frameworks whose runs predate fused attention and overlapped gradient reduction
 LEGACY = ("Megatron-LM", "DeepSpeed")
 #: the built-in model of a mixture-of-experts row's model name, where normalising the names
