@@ -247,7 +247,14 @@ def astra_sim_options(func: F) -> F:
 
 
 #: `--framework` choices: the kernel profiles of `simulator/workload/framework.py`
-FRAMEWORKS = ("megatron", "torchtitan", "torchtitan-compile", "olmo-core", "llm-foundry")
+FRAMEWORKS = (
+    "megatron",
+    "torchtitan",
+    "torchtitan-compile",
+    "olmo-core",
+    "hf-eager",
+    "llm-foundry",
+)
 
 
 def framework_option(func: F) -> F:
@@ -259,6 +266,8 @@ def framework_option(func: F) -> F:
         show_default=True,
         help="Whose kernels run the layer: Megatron-LM / NeMo / Megatron-Bridge with Transformer "
         "Engine, torchtitan in eager PyTorch (FSDP2), torchtitan under torch.compile, OLMo-core "
-        "(torchtitan-compile with a fused loss), or llm-foundry (Composer + PyTorch FSDP1). "
+        "(torchtitan-compile with a fused loss), a Hugging Face model class in eager PyTorch "
+        "(hf-eager: Trainer / Accelerate with flash-attn 2, DeepSpeed ZeRO or FSDP1), or "
+        "llm-foundry (Composer + PyTorch FSDP1). "
         "Another stack: docs/estimate.md, 'Which --framework for my stack'.",
     )(func)

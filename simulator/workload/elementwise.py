@@ -91,10 +91,11 @@ def logit_softcap(blk: Block, ctx: Ctx, prefix: str, backward: bool = False) -> 
 
 
 def rope(blk: Block, ctx: Ctx, name: str, backward: bool = False) -> None:
-    """Rotary embedding of the local q and k heads (fused: one read and one write)."""
+    """Rotary embedding of the local q and k heads (fused: one read and one write; eager:
+    the profile's op chain, `Profile.rope_chain`)."""
     elements = ctx.T * (ctx.heads + ctx.kv_heads) * ctx.d
     if ctx.fw.eager:
-        chain(blk, ctx, name, EAGER["rope"][backward], elements)
+        chain(blk, ctx, name, EAGER[ctx.fw.rope_chain][backward], elements)
     else:
         blk.compute(name, *ctx.mem(elements * BF16 * 2))
 

@@ -46,6 +46,17 @@ more or less, bytes it moves, an attention kernel, what a collective waits for).
   ``torchtitan-compile``'s kernels, but the loss is `fused_cross_entropy_loss`
   (`fused_loss=True` in the official scripts: flash_attn's Triton cross-entropy,
   `FUSED_LOSS_BYTES`) instead of torchtitan's eager one.
+* ``hf-eager``: a Hugging Face Transformers model class trained in eager PyTorch (the
+  Trainer / Accelerate, under DeepSpeed ZeRO or PyTorch FSDP1), on its
+  `attn_implementation="flash_attention_2"` path (huggingface/transformers
+  `src/transformers/models/llama/modeling_llama.py` @ 00227283): `LlamaRMSNorm` is the same
+  FP32 op chain as torchtitan's RMSNorm, `LlamaMLP` the same `act_fn(gate) * up`, the loss
+  PyTorch's cross-entropy on `logits.float()` (torchtitan's eager loss); RoPE is
+  `apply_rotary_pos_emb`'s `q * cos + rotate_half(q) * sin` (`EAGER["rope_rotate_half"]`);
+  attention is flash-attn 2's `flash_attn_func` on the KV heads as they are
+  (`LlamaFlashAttention2` calls no `repeat_kv`, which only its SDPA / eager classes do); no
+  FSDP2 copy-out (DeepSpeed's ZeRO-3 and FSDP1 gather into the parameters' own storage) and
+  no Megatron TP overlaps; the vocabulary unpadded (`nn.Embedding(vocab_size)`).
 * ``llm-foundry``: MosaicML llm-foundry's MPT under Composer and PyTorch FSDP1 (the
   benchmark sweep of `scripts/train/benchmarking/`): eager PyTorch, but MPT's ops are
   single kernels — `low_precision_layernorm` is `F.layer_norm` in BF16 with autocast off
@@ -88,9 +99,15 @@ class Eager:
 #: mul 8, type_as 6 (backward the same chain reversed). SwiGLU per FFN element: silu 4 +
 #: mul 6; backward two muls 12 + silu 6. Cross-entropy per logit: float 6, log_softmax 8
 #: (backward: nll 4, log_softmax 12, cast 6).
+#: Hugging Face's RoPE (`apply_rotary_pos_emb`, `rotate_half`) per q / k element: q * cos 4,
+#: neg of the second half 2, cat 4, * sin 4, add 6 = 20 B in 5 kernels; backward from the
+#: autograd formulas: the two products' gradients 4 + 4, neg 2, each half-slice's gradient
+#: into a zero tensor (zeros 2 + copy 2, twice) and two gradient accumulations 6 + 6 = 30 B
+#: in 9 kernels.
 EAGER = {
     "rmsnorm": (Eager(36, 8), Eager(84, 14)),
     "rope": (Eager(20, 3), Eager(20, 3)),
+    "rope_rotate_half": (Eager(20, 5), Eager(30, 9)),
     "swiglu": (Eager(10, 2), Eager(18, 3)),
     "cross_entropy": (Eager(14, 2), Eager(22, 3)),
 }
@@ -159,6 +176,9 @@ class Profile:
     #: Megatron-Bridge performance recipes set `should_pad_vocab = True`); torchtitan and
     #: Hugging Face model classes build `nn.Embedding(vocab_size)` unpadded
     vocab_multiple: int = 1
+    #: the eager RoPE chain (a key of `EAGER`): torchtitan's complex multiply or Hugging
+    #: Face's `rotate_half` form
+    rope_chain: str = "rope"
     #: how the layers fall on pipeline stages when no split is stated: Megatron-Core's
     #: even split (`megatron`) or torchtitan's `generate_split_points` (`torchtitan`,
     #: `pipesplit.torchtitan_split`)
@@ -192,6 +212,14 @@ PROFILES = {
     "torchtitan-compile": _TITAN_COMPILE,
     # OLMo-core: torchtitan-compile's blocks with flash_attn's fused cross-entropy
     "olmo-core": replace(_TITAN_COMPILE, name="olmo-core", eager_loss=False, fused_loss=True),
+    "hf-eager": Profile(
+        "hf-eager",
+        eager=True,
+        attention="fa2",
+        tp_backward_overlap=False,
+        eager_loss=True,
+        rope_chain="rope_rotate_half",
+    ),
     "llm-foundry": Profile(
         "llm-foundry",
         attention="fa2",

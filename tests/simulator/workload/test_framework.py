@@ -192,5 +192,6 @@ def test_cli_framework_option_is_the_plan_field() -> None:
         "torchtitan",
         "torchtitan-compile",
         "olmo-core",
+        "hf-eager",
         "llm-foundry",
     }
