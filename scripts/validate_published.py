@@ -94,7 +94,8 @@ PARALLEL = Path(__file__).resolve().parent / "data" / "parallel_a100.csv"
 SETS["parallel"] = PARALLEL
 #: the sixth held-out set (`--heldout6`): MLPerf Training v4.0 / v4.1 / v6.0 logs of submitters
 #: and rounds the fifth set does not hold, the fifth set's columns
-SETS["heldout6"] = Path(__file__).resolve().parent / "data" / "heldout6_h100.csv"
+HELDOUT6 = Path(__file__).resolve().parent / "data" / "heldout6_h100.csv"
+SETS["heldout6"] = HELDOUT6
 #: frameworks whose runs predate fused attention and overlapped gradient reduction
 LEGACY = ("Megatron-LM", "DeepSpeed")
 #: the built-in model of a mixture-of-experts row's model name, where normalising the names
@@ -312,7 +313,7 @@ def parse_moe(r: dict[str, str]) -> Row | str:
         )
     except ConfigError as exc:
         return f"cannot express: {exc}"
-    return Row(r["row_id"], pub[0], pub[1], model, plan, _hardware(r["gpu_type"]))
+    return Row(r["row_id"], pub[0], pub[1], model, plan, _system(r))
 
 
 def _pipeline_split(r: dict[str, str], name: str) -> dict[str, Any]:
@@ -357,12 +358,9 @@ def parse(r: dict[str, str]) -> Row | str:
         fsdp_unit="tensor" if deepspeed else "layer",
         framework=_framework(r),
     )
-    hw = r.get("hwconfig") or _hardware(r["gpu_type"])
-    if hw.endswith(".yaml"):  # a system file beside the data (a cluster no shipped one is)
-        hw = str(HELDOUT2.parent / hw)
     try:
         model, plan = heldout4_rows.software(r, _model(r), plan)
-        return Row(r["row_id"], pub[0], pub[1], model, plan, hw)
+        return Row(r["row_id"], pub[0], pub[1], model, plan, _system(r))
     except ConfigError as exc:
         return f"cannot express: {exc}"
 
@@ -389,15 +387,21 @@ def _layout(r: dict[str, str]) -> dict[str, Any]:
 #: attention on the BSHD path, `enable_compile` compiling each block), priced with
 #: torchtitan's profiles
 TORCH_NATIVE = ("torchtitan", "NeMo AutoModel")
+#: frameworks that train a Hugging Face model class in eager PyTorch under the Trainer /
+#: Accelerate (DeepSpeed ZeRO, FSDP1) on its flash-attn 2 path: the `hf-eager` profile
+HUGGING_FACE = ("Hugging Face",)
 
 
 def _framework(r: dict[str, str]) -> str:
-    """The kernel profile of the row's software: llm-foundry, its own (`own_profile`),
-    torchtitan eager or compiled (as its precision or notes say), else Megatron / TE's."""
+    """The kernel profile of the row's software: llm-foundry, its own (`own_profile`), a
+    Hugging Face model class in eager PyTorch (`HUGGING_FACE`), torchtitan eager or compiled
+    (as its precision or notes say), else Megatron / TE's."""
     if r["framework"].startswith("llm-foundry"):
         return "llm-foundry"
     if own := own_profile(r):
         return own
+    if r["framework"].startswith(HUGGING_FACE):
+        return "hf-eager"
     if not r["framework"].startswith(TORCH_NATIVE):
         return "megatron"
     text = f"{r['precision']} {r.get('notes', '')}".replace("no torch.compile", "")
@@ -407,6 +411,13 @@ def _framework(r: dict[str, str]) -> str:
     # RMSNorm, RoPE, SwiGLU; a fused linear cross-entropy): the compiled profile's fused
     # element-wise kernels with a fused loss, the switches of `olmo-core`
     return "olmo-core" if "Liger kernels" in text else "torchtitan"
+
+
+def _system(r: dict[str, str]) -> str:
+    """The system a row ran on: its `hwconfig` column (a shipped system, or a system YAML
+    beside the data for a cluster no shipped one is), else the one its GPU names."""
+    hw = r.get("hwconfig") or _hardware(r["gpu_type"])
+    return str(HELDOUT2.parent / hw) if hw.endswith(".yaml") else hw
 
 
 def _hardware(gpu_type: str) -> str:
