@@ -7,8 +7,10 @@ ends after the kernel began). Replay releases such an op onto its stream at
 `early_latency` after the call's start, and a copy call whose one early op ended, as
 recorded, before the call returned waits for that op's stream like a stream sync
 (`waits`): it ends when the op ends plus the time it ran after it, so a what-if that
-shortens the kernel before the copy shortens the call. That time is taken from the ET's
-durations: an edit of the copy's own duration does not move the call's end."""
+shortens the kernel before the copy shortens the call, and one that lengthens the copy
+lengthens it. That time is the call's `copy_after_ns`, written by the converter from the
+recorded times; an ET written before has it from its durations (as recorded unless a
+what-if edited the copy)."""
 
 from __future__ import annotations
 
@@ -34,16 +36,18 @@ def waits(g: RankGraph, src: np.ndarray, dst: np.ndarray) -> dict[int, int]:
     """Position in `src`/`dst` → the call's recorded time after its op ended, for the
     blocking copy calls (`cudaMemcpy*`, `hipMemcpy*`, `cuMemcpy*`) that have no other
     early op and returned, as recorded, no earlier than their op ended (they waited for
-    it). A kernel launch that returned after its short kernel ended did not wait for it."""
+    it; `copy_after_ns` says so as recorded, whatever the ET's durations now). A kernel
+    launch that returned after its short kernel ended did not wait for it."""
     calls, counts = np.unique(src, return_counts=True)
     single = set(calls[counts == 1].tolist())
     call_end = g.start_ns[src] + g.dur_ns[src]
     op_end = g.start_ns[dst] + g.dur_ns[dst]
     out: dict[int, int] = {}
-    for k in np.flatnonzero((op_end <= call_end) & (g.dur_ns[dst] >= 0)).tolist():
+    kept = np.fromiter((int(c) in g.copy_after for c in src.tolist()), bool, len(src))
+    for k in np.flatnonzero(kept | ((op_end <= call_end) & (g.dur_ns[dst] >= 0))).tolist():
         call = int(src[k])
         if call in single and _COPY in g.name(call):
-            out[k] = int(call_end[k] - op_end[k])
+            out[k] = g.copy_after.get(call, int(call_end[k] - op_end[k]))
     return out
 
 

@@ -33,6 +33,7 @@ SLOW_ATTRS = (
     cv.PG_RANKS,
     cv.COMM_SEQ,
     cv.COMM_DUR_NS,
+    cv.COPY_AFTER_NS,
     cv.DUR_ESTIMATED,
     cv.HOST_OPS,
     cv.FLOPS,

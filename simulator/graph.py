@@ -104,6 +104,8 @@ class RankGraph:
     op_work: dict[int, tuple[float, float]] = field(default_factory=dict)
     #: host ops standing for several leaf ops of the host ET (`host_ops`), by node index
     op_host_ops: dict[int, int] = field(default_factory=dict)
+    #: blocking copy calls' recorded time after their copy ended (`copy_after_ns`), by index
+    copy_after: dict[int, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.ids)

@@ -86,6 +86,7 @@ _WANTED = {
     cv.PG_RANKS,
     cv.COMM_SEQ,
     cv.COMM_DUR_NS,
+    cv.COPY_AFTER_NS,
     cv.SYNC_KIND,
     cv.SYNC_STREAM,
     cv.SYNC_EVENT,
@@ -163,7 +164,9 @@ _GETTERS: dict[str | None, Callable[[pb.AttributeProto], object]] = {
 }
 _GETTERS[None] = lambda x: None
 #: Attributes that need more than a column: cost-model inputs and runtime syncs.
-_RARE = frozenset({cv.DUR_ESTIMATED, cv.FLOPS, cv.BYTES, cv.SYNC_KIND, cv.EVENT_RECORD})
+_RARE = frozenset(
+    {cv.DUR_ESTIMATED, cv.FLOPS, cv.BYTES, cv.SYNC_KIND, cv.EVENT_RECORD, cv.COPY_AFTER_NS}
+)
 
 
 def _int_column(items: list[tuple[int, dict[str, object]]], key: str, default: int) -> list[int]:
@@ -216,6 +219,8 @@ def fill_attrs(
         elif g.dur_ns[i] <= 0 and (cv.FLOPS in a or cv.BYTES in a):
             flops, size = a.get(cv.FLOPS) or 0, a.get(cv.BYTES) or 0
             g.op_work[i] = (float(flops), float(size))  # type: ignore[arg-type]
+        if cv.COPY_AFTER_NS in a:
+            g.copy_after[i] = max(_int(a.get(cv.COPY_AFTER_NS), 0), 0)
         kind = a.get(cv.SYNC_KIND)
         if kind in _SYNC_NAMES:
             g.sync_kind[i] = _SYNC_NAMES[str(kind)]

@@ -40,6 +40,7 @@ SYNC_STREAM = "sync_stream"
 SYNC_EVENT = "sync_event"
 EVENT_RECORD = "event_record"
 SYNC_WAIT_NS = "sync_wait_ns"
+COPY_AFTER_NS = "copy_after_ns"
 SYNC_INFERRED = "sync_inferred"
 #: event ids from here up are lumos's own: a cudaEventRecord paired with a wait by
 #: program order (the trace named no event).
@@ -102,6 +103,11 @@ NODE_ATTRS: tuple[AttrSpec, ...] = (
         SYNC_WAIT_NS,
         "int64_val",
         "on a sync call: ns of its recorded duration spent waiting for the GPU work it depends on, cut from dur_ns (replay derives that wait from the dependency edge); dur_ns + sync_wait_ns is the recorded call, and the next op's gap_ns counts from its recorded end",
+    ),
+    AttrSpec(
+        COPY_AFTER_NS,
+        "int64_val",
+        "on a blocking copy call (cudaMemcpy, a pageable cudaMemcpyAsync): ns it ran, as recorded, after its one copy ended; replay ends the call that long after its stream has run the copy",
     ),
     AttrSpec(
         SYNC_INFERRED,

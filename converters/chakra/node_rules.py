@@ -27,10 +27,19 @@ OWN_FIELDS = {
     "start_ns": "int64_val",
     "gap_ns": "int64_val",
     "comm_dur_ns": "int64_val",
+    "copy_after_ns": "int64_val",
     "pg_ranks": "int64_list",
 }
 #: Attributes that hold a size or time and must not be negative.
-NON_NEGATIVE = ("comm_size", "dur_ns", "gap_ns", "comm_dur_ns", "num_ops", "tensor_size")
+NON_NEGATIVE = (
+    "comm_size",
+    "dur_ns",
+    "gap_ns",
+    "comm_dur_ns",
+    "copy_after_ns",
+    "num_ops",
+    "tensor_size",
+)
 
 
 class Severity(enum.Enum):

@@ -17,6 +17,7 @@ import numpy as np
 
 from lumos.converters.pytorch.comm import SEND, is_comm_kernel, is_gloo_op, kind_of
 from lumos.converters.pytorch.comm_tasks import HOST_SEND_OPS, CommContext, annotate_comm
+from lumos.converters.pytorch.copy_waits import mark_copy_waits
 from lumos.converters.pytorch.duplicate_ops import first_records
 from lumos.converters.pytorch.flatten import Segments, flatten_thread, sends_first, thread_order
 from lumos.converters.pytorch.graph_launch import add_graph_edges
@@ -107,6 +108,7 @@ def build_tasks(
     index = StreamIndex(streams, launch_ts)
     table.counts["graphs"] = add_graph_edges(table, index)
     table.counts["syncs"] = add_sync_edges(trace, table, len(cpu), index, launch_of)
+    mark_copy_waits(table)
     annotate_comm(table, trace, host_row, ctx)
     is_ann = (kind[ev] == Kind.ANNOTATION) & ~gloo[trace.name[ev]]
     _thread_edges(table, len(cpu), is_ann)

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from lumos.converters.pytorch.convert import convert
 from lumos.simulator.graph import RankGraph
@@ -77,16 +76,14 @@ def test_slower_host_absorbs_the_hold(tmp_path: Path) -> None:
     assert _steps(graphs) == [348_000, 348_000]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the call's time after its copy is read from the ET's durations "
-    "(simulator.blocking.waits): an edited copy reads as a call that did not wait",
-)
 def test_longer_blocking_copy_moves_its_call_end(tmp_path: Path) -> None:
     """A synchronous `cudaMemcpy` whose 3 µs copy runs behind the GEMM, returning 4 µs
-    after it: the copy 10x longer (30 µs) should end the call, and the step, 27 µs later
-    (427 µs). The step stays at 400 µs."""
+    after it: the copy 10x longer (30 µs) ends the call, and the step, 27 µs later
+    (427 µs). It stayed at 400 µs while the call's time after its copy was read from the
+    ET's durations (a longer copy read as a call that did not wait); the converter now
+    writes it as recorded (`copy_after_ns`, replay round 6)."""
     graphs = [_graphs(tmp_path, lambda r: _copy_step(1042.0, 1222.0), 1)[0]]
+    assert list(graphs[0].copy_after.values()) == [4_000]
     assert _steps(graphs) == [400_000]
     _edit(graphs[0], COPY, lambda d: d * 10)
     assert _steps(graphs) == [427_000]
