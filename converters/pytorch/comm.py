@@ -177,6 +177,23 @@ def group_ranks(args: dict[str, Any]) -> tuple[int, ...]:
     return ()
 
 
+def param_comms_peer(args: dict[str, Any], ranks: tuple[int, ...]) -> int:
+    """The group rank of a send's or receive's peer from its `record_param_comms`
+    arguments, -1 if they do not say. They are there without `record_shapes` (which
+    `Concrete Inputs` need): ProcessGroupNCCL's `send` / `recv` pass the peer's group
+    rank as the op's rank (`Rank`), and `saveNcclMeta` adds its global rank as
+    `Dst Rank` / `Src Rank` (pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp,
+    torch/csrc/profiler/util.cpp)."""
+    name = args.get("Collective name")
+    key = {"send": "Dst Rank", "recv": "Src Rank"}.get(str(name))
+    if key is None:
+        return -1
+    peer = _int_or(args.get(key), -1)
+    if peer >= 0 and peer in ranks:
+        return ranks.index(peer)
+    return _int_or(args.get("Rank"), -1)
+
+
 def _int_or(value: Any, default: int) -> int:
     try:
         return int(value)

@@ -29,6 +29,7 @@ from lumos.converters.pytorch.comm import (
     kernel_kind,
     kind_of,
     known_dtype,
+    param_comms_peer,
 )
 from lumos.converters.pytorch.host_et import CommArgs, HostTrace
 from lumos.converters.pytorch.kineto import KinetoTrace
@@ -138,6 +139,8 @@ def _annotate(
         size = batches.coalesced_bytes(launch, kind)
     if kind in (SEND, RECV):
         peer, tag = _peer_tag(chain, trace, host_row, ctx.host)
+        if peer < 0:  # no `Concrete Inputs` (captured without record_shapes)
+            peer = param_comms_peer(args, ranks)
         _set_p2p(table, task, ctx, str(kind), ranks, peer, tag, size)
         attrs["pg_name"] = pg
         return
@@ -173,6 +176,8 @@ def _set_p2p(
     """Make `task` a SEND or RECV to/from the group rank `peer` of `ranks`."""
     if 0 <= peer < len(ranks):
         peer = ranks[peer]
+    elif peer < 0:
+        _guess(table, f"{kind} peer named by no source (Concrete Inputs, host ET, Rank)")
     attrs = table.attrs_of(task)
     table.kind[task] = TaskKind.SEND if kind == SEND else TaskKind.RECV
     attrs["comm_src"] = ctx.rank if kind == SEND else peer

@@ -33,7 +33,9 @@ def mark_copy_waits(table: TaskTable) -> int:
     op_end = table.start[ops] + table.dur[ops]
     inside = (table.start[ops] < call_end) & (op_end <= call_end)
     marked = 0
-    for call, after in zip(calls[inside].tolist(), (call_end - op_end)[inside].tolist(), strict=True):
+    for call, after in zip(
+        calls[inside].tolist(), (call_end - op_end)[inside].tolist(), strict=True
+    ):
         if call in single and _COPY in table.name_of(call):
             table.attrs_of(call)[cv.COPY_AFTER_NS] = int(after)
             marked += 1

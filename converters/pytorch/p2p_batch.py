@@ -34,6 +34,7 @@ from lumos.converters.pytorch.comm import (
     dtype_bytes,
     group_ranks,
     kind_of,
+    param_comms_peer,
 )
 from lumos.converters.pytorch.kineto import Kind, KinetoTrace
 from lumos.converters.pytorch.tasks import TaskTable
@@ -118,11 +119,13 @@ class BatchFinder:
         args = trace.args.get(row) or {}
         concrete = args.get("Concrete Inputs") or []
         ints = [int(c) for c in concrete if isinstance(c, str) and c.lstrip("-").isdigit()]
-        if len(ints) < 2:
-            return None
         comm = self._param_comms(row, key)
         pg = str(comm.get("Process Group Name", "")) or "0"
         ranks = groups.get(pg) or group_ranks(comm) or tuple(range(world))
+        if len(ints) < 2:  # no `Concrete Inputs` (record_shapes off): NCCL's own record
+            ints = [param_comms_peer(comm, ranks), 0]
+            if ints[0] < 0:
+                return None
         size = dims_bytes(args)
         if "In msg nelems" in comm:
             size = int(comm["In msg nelems"]) * dtype_bytes(str(comm.get("dtype", "float")))
