@@ -151,6 +151,30 @@ def _edges(
     return src[keep], dst[keep], flag[keep]
 
 
+def _runtime_waits(
+    g: RankGraph,
+    pk: np.ndarray,
+    role: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    flag: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Drop the recorded GPU-op edges into device and stream syncs that the runtime sync
+    (`lumos.simulator.sync`) waits for anyway: the sync then starts when it is called and
+    counts what its streams hold at that moment, as CUDA does. Kept as an edge, it started
+    once those ops had ended and counted work that another thread launched meanwhile (the
+    autograd thread's kernels while the main thread blocks in `cudaDeviceSynchronize`).
+    Edges from other streams (a CUDA graph's, for a stream sync) stay."""
+    kind = g.sync_kind[dst]
+    covered = (role[dst] == SYNC_WAIT) & (pk[src] == _GPU) & (g.stream[src] >= 0)
+    covered &= (kind == SyncKind.DEVICE) | (
+        (kind == SyncKind.STREAM) & (g.stream[src] == g.sync_stream[dst])
+    )
+    if not covered.any():
+        return src, dst, flag
+    return src[~covered], dst[~covered], flag[~covered]
+
+
 def _roles(g: RankGraph, slot: int, base: int, astra: bool, ablate: bool, plan: Plan) -> np.ndarray:
     """Role of every node of the rank; adds its runtime syncs to `plan.sync_args` (global
     node → slot, kind, stream, event)."""
@@ -223,6 +247,8 @@ def _add_rank(
     comm = (role == COLLECTIVE) | (role == P2P_SEND) | (role == P2P_RECV)
     plan.wait_in_gap[lo:hi] = is_cpu_thread & comm
     src, dst, flag = _edges(g, pk, proc, on_stream, ablate, not astra)
+    if plan.sync_args:
+        src, dst, flag = _runtime_waits(g, pk, role, src, dst, flag)
     is_early = np.zeros(len(src), bool)
     lat = np.zeros(len(src), np.int64)
     if not astra:
@@ -247,7 +273,8 @@ def _add_rank(
     plan.enq[lo:hi] = np.bincount(dst[flag], minlength=n)
     if early_src:
         src, dst, flag = src[~is_early], dst[~is_early], flag[~is_early]
-    order = np.argsort(src, kind="stable")
+    # a launch's GPU ops first: they are on their stream when a sync it precedes counts
+    order = np.lexsort((~on_stream[dst], src))
     sole = flag & (indeg[dst] == 1)
     base = int(plan.succ_ptr[lo])
     plan.succ_ptr[lo + 1 : hi + 1] = np.cumsum(np.bincount(src, minlength=n)) + base

@@ -280,7 +280,9 @@ def _thread_edges(table: TaskTable, n_cpu: int, idle: np.ndarray) -> None:
     `record_function("## backward ##")` around `loss.backward()` covers the main thread
     while it is blocked on the autograd thread, and the op after it waits for that
     thread's last task (without the edge the two threads drift apart over a long replay
-    until one's launches overtake the other's on a shared stream).
+    until one's launches overtake the other's on a shared stream). A sync call ends at
+    its recorded end: the wait cut from its duration (`TaskTable.waited`) is still time
+    the thread was busy, not a moment another thread could have resumed after.
     """
     tids = table.tid[:n_cpu]
     threads = np.unique(tids)
@@ -288,6 +290,9 @@ def _thread_edges(table: TaskTable, n_cpu: int, idle: np.ndarray) -> None:
         return
     start = table.start[:n_cpu]
     end = start + table.dur[:n_cpu]
+    for task, cut in table.waited.items():  # a sync ended at its recorded end, wait and all
+        if task < n_cpu:
+            end[task] += cut
     prev = table.ctrl[:n_cpu]
     lo = np.where(prev >= 0, end[np.maximum(prev, 0)], 0)
     after_idle = (prev >= 0) & ~idle & idle[np.maximum(prev, 0)]
