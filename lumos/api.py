@@ -271,7 +271,7 @@ def simulate(
 
     sources = find_et_sources(trace)
     subset = None if ranks is None else frozenset(ranks)
-    partial = check_rank_set(sources, allow_partial=allow_partial, ranks=subset)
+    check_rank_set(sources, allow_partial=allow_partial, ranks=subset)  # before the configs
     if mode is None:
         mode = "astra" if astra_sim_system else "model" if hw else "replay"
     options = SimOptions(
@@ -286,6 +286,7 @@ def simulate(
         estimate_missing=estimate_missing,
         timelines=timelines,
         ranks=subset,
+        allow_partial=allow_partial,
     )
     try:
         result = _simulate(trace, options)
@@ -294,7 +295,6 @@ def simulate(
             "a simulated time exceeds 64-bit nanoseconds (292 years): check the bandwidths "
             "and latencies of the hardware or ASTRA-sim config"
         ) from None
-    result.notes[:0] = [f"simulated a partial set: {p}" for p in partial]
     return Simulation(result, build_report(result))
 
 

@@ -45,7 +45,7 @@ elif mode == "load":
 else:
     from lumos.simulator.run import SimOptions, simulate
     t = time.perf_counter()
-    r = simulate(target, SimOptions(timelines=mode == "simulate"))
+    r = simulate(target, SimOptions(timelines=mode == "simulate", allow_partial=True))
     n = r.stats["nodes_total"]
 wall = time.perf_counter() - t
 me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)

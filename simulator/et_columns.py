@@ -22,7 +22,7 @@ import numpy as np
 
 from lumos.converters.chakra.varint import VarintError, decode_varint
 from lumos.errors import TraceFormatError
-from lumos.limits import MAX_FRAME_BYTES
+from lumos.limits import MAX_FRAME_BYTES, MAX_RANK_NODES
 from lumos.simulator.et_attrs import decode_attrs
 from lumos.simulator.et_names import NameTable
 from lumos.simulator.et_wire import PAD, packed_ok, packed_varints, varints, walk
@@ -146,6 +146,7 @@ def read_columns(
         hi = bisect_left(offsets, limit, lo, len(offsets) - 1)
         if hi > lo:
             _decode_chunk(data, held, base, offsets[lo:hi], offsets[hi] - base, cols)
+            MAX_RANK_NODES.check(cols.count, f"{path}: nodes of one rank's ET")
             decoded += 1
             if decoded % TRIM_EVERY == 0:
                 trim()
@@ -281,6 +282,7 @@ def _decode_chunk(
     attrs, has_dur, syncs = decode_attrs(
         buf, msg[sel], f.at[sel], f.value[sel].view(np.int64), slow, typ
     )
+    slow |= has_dur & (attrs[3] < 0)  # -1 given is not "none given": protobuf names it
     # columns of the fast nodes; slow ones keep defaults until protobuf reads them
     cols.name_idx.append(names)
     fast = ~slow

@@ -99,6 +99,8 @@ class RankGraph:
     source: str = ""
     #: the metadata's `node_count` (None: a foreign file that states none)
     node_count: int | None = None
+    #: the metadata's Chakra schema version ("" if none given)
+    et_version: str = ""
     dropped_deps: int = 0
     op_inputs: dict[int, tuple[str, str, str]] = field(default_factory=dict)
     op_work: dict[int, tuple[float, float]] = field(default_factory=dict)

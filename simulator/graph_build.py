@@ -197,6 +197,10 @@ def fill_attrs(
         return
     idx = [i for i, _ in items]
     durs = [(i, a[cv.DUR_NS]) for i, a in items if a.get(cv.DUR_NS) is not None]
+    negative = [(i, v) for i, v in durs if isinstance(v, (int, float)) and v < 0]
+    if negative:  # -1 too: the columns' "none given", which a file must not say by value
+        i, v = negative[0]
+        raise TraceFormatError(g.source, f"{g.where(i)}: dur_ns is negative ({v})")
     if durs:
         g.dur_ns[[i for i, _ in durs]] = [int(v) for _, v in durs]  # type: ignore[call-overload]
     g.is_cpu_op[idx] = [bool(a.get("is_cpu_op", False)) for _, a in items]
@@ -349,6 +353,7 @@ def _first_of_each(owner: np.ndarray, pos: np.ndarray, n: int) -> np.ndarray | N
 def fill_metadata(g: RankGraph, metadata: pb.GlobalMetadata) -> None:
     """World size, measured step, node count and process groups from the ET's metadata."""
     meta = {x.name: attr_value(x) for x in metadata.attr}
+    g.et_version = metadata.version
     if cv.META_WORLD_SIZE in meta:
         g.world_size = int(meta[cv.META_WORLD_SIZE])
     if cv.META_STEP_NS in meta:

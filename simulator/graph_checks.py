@@ -1,5 +1,7 @@
-"""Load-time checks of one rank's graph: no cycles (the scheduler relies on it), and the
-signs that a foreign file was cut short (`cut_short_notes`, a note, not an error).
+"""Load-time checks of one rank's graph: no cycles (the scheduler relies on it), and notes
+(not errors) for the signs that a foreign file was cut short (`cut_short_notes`), a schema
+version no reader knows (`version_notes`) and a node longer than its whole measured step
+(`overlong_notes`).
 
 (Dangling dependencies and duplicate ids are refused while the graph is built; collective
 sequences and send/recv pairing are checked across ranks in `rendezvous`.) Nodes listed
@@ -14,9 +16,13 @@ name the nodes on and behind it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from lumos.converters.chakra.dag import blocked_nodes
+from lumos.converters.chakra.node_rules import KNOWN_VERSIONS
+from lumos.converters.chakra.stream import ET_SCHEMA_VERSION
 from lumos.converters.chakra.truncation import cut_signs, is_step_name
 from lumos.simulator.distinct import distinct
 from lumos.simulator.graph import RankGraph
@@ -78,3 +84,40 @@ def cut_short_notes(g: RankGraph) -> list[str]:
     missing = np.zeros(0, np.int64)  # dangling dependencies stop the load before this
     where = g.source or f"rank {g.rank}"
     return [f"{where}: {sign}" for sign in cut_signs(g.ids, steps, g.start_ns, g.dur_ns, missing)]
+
+
+def version_notes(graphs: Sequence[RankGraph]) -> list[str]:
+    """A note naming the rank files whose Chakra schema version no reader knows (read as
+    the format lumos writes; `et validate` warns the same)."""
+    unknown = [g for g in graphs if g.et_version and g.et_version not in KNOWN_VERSIONS]
+    if not unknown:
+        return []
+    first = unknown[0]
+    versions = sorted({g.et_version for g in unknown})
+    more = f" and {len(unknown) - 1} more rank file(s)" if len(unknown) > 1 else ""
+    return [
+        f"{first.source or f'rank {first.rank}'}{more}: Chakra schema version "
+        f"{', '.join(map(repr, versions))} is not one lumos knows "
+        f"({', '.join(sorted(KNOWN_VERSIONS))}); read as {ET_SCHEMA_VERSION}, so a field "
+        "that version changed would be misread"
+    ]
+
+
+def overlong_notes(g: RankGraph) -> list[str]:
+    """A note naming the longest node of a rank whose recorded duration is longer than the
+    rank's whole measured step (`measured_step_ns`): no op of a step outlasts the step, so
+    the trace is damaged (a unit slip, a clock jump) and the replayed step is wrong."""
+    step = g.measured_step_ns
+    if not step or step <= 0 or not len(g):
+        return []
+    dur = np.where(g.dur_ns >= 0, g.dur_ns, g.dur_us_ns)
+    longer = np.flatnonzero(dur > step)
+    if not len(longer):
+        return []
+    i = int(longer[np.argmax(dur[longer])])
+    more = f" ({len(longer)} nodes in all)" if len(longer) > 1 else ""
+    return [
+        f"{g.source or f'rank {g.rank}'}: {g.where(i)} lasts {int(dur[i]):,} ns, longer than "
+        f"the rank's whole measured step ({step:,} ns){more}: the trace is damaged (a unit "
+        "slip or a clock jump), and the simulated step is no better than that duration"
+    ]

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from lumos.converters.chakra.files import find_et_sources
+from lumos.converters.chakra.rankset import check_rank_set
 from lumos.errors import ConfigError, SimulationError, ValidationError
 from lumos.progress import report
 from lumos.simulator.align import Alignment, align_ranks
@@ -32,7 +34,12 @@ from lumos.simulator.backlog import holds
 from lumos.simulator.comm_cost import ASTRA_PRICED, CommCoster
 from lumos.simulator.fold import Folding, find_folding, identity
 from lumos.simulator.graph import SEND, RankGraph
-from lumos.simulator.graph_checks import cut_short_notes, cycle_problems
+from lumos.simulator.graph_checks import (
+    cut_short_notes,
+    cycle_problems,
+    overlong_notes,
+    version_notes,
+)
 from lumos.simulator.heap import trim
 from lumos.simulator.load import load_graphs
 from lumos.simulator.network.api import CollectivePricer
@@ -80,6 +87,9 @@ class SimOptions:
     each rank keeps its step times and breakdown (~165 instead of ~245 bytes a node for
     the whole run: `docs/speed.md`). `ranks`: simulate only these ranks of the trace
     (`rendezvous.outside_notes` states what that means for communication).
+    `allow_partial`: a trace given as a path may miss ranks of its set (it is refused
+    otherwise, as the CLI refuses it without --allow-partial); files of different runs or
+    mislabelled ranks are refused either way (`converters.chakra.rankset`).
     `relative_holds`: a stream's first op that the trace shows held past its launch
     waits its hold after the moment it can start, capped at its recorded start, instead
     of its stream being busy until that start (`lumos.simulator.backlog`); the what-if
@@ -99,6 +109,7 @@ class SimOptions:
     timelines: bool = True
     ranks: frozenset[int] | None = None
     relative_holds: bool = False
+    allow_partial: bool = False
 
 
 def simulate(
@@ -107,6 +118,7 @@ def simulate(
     """Simulate all ranks of a trace (path to ETs, or already-built graphs).
 
     Raises ValidationError (cycles, mismatched collectives, unpaired send/recv),
+    RankSetError (a path whose files are not one whole set; see `allow_partial`),
     ConfigError (model/astra mode without a pricer), SimulationError (a stall).
     """
     opts = options or SimOptions()
@@ -195,20 +207,26 @@ def _simulate(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: 
 
 def _prepare(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: Mode) -> _Prepared:
     """Load (or take) the graphs, validate and match them, and build the plan."""
-    graphs = (
-        load_graphs(source, opts.comm_groups, opts.repair, opts.ranks)
-        if isinstance(source, (str, Path))
-        else list(source)
-    )
+    partial: list[str] = []
+    if isinstance(source, (str, Path)):
+        sources = find_et_sources(source)
+        partial = check_rank_set(sources, allow_partial=opts.allow_partial, ranks=opts.ranks)
+        graphs = load_graphs(source, opts.comm_groups, opts.repair, opts.ranks)
+    else:
+        graphs = list(source)
     if mode is Mode.ASTRA and isinstance(source, (str, Path)):
         from lumos.simulator.network.binary_rules import check_binary_rules
 
         check_binary_rules(source, opts.pricer, opts.comm_groups)
-    notes: list[str] = outside_notes(graphs) if opts.ranks is not None else []
+    notes = [f"simulated a partial set: {p}" for p in partial]
+    notes += outside_notes(graphs) if opts.ranks is not None else []
     cut = [n for g in graphs for n in cut_short_notes(g)]
     if cut:
         log.warning("%d rank file(s) look cut short: %s", len(cut), "; ".join(cut))
-    notes += cut
+    odd = version_notes(graphs) + [n for g in graphs for n in overlong_notes(g)]
+    for note in odd:
+        log.warning("%s", note)
+    notes += cut + odd
     graphs = _estimate(graphs, mode, opts, notes)
     t_load = time.perf_counter()
     problems = [p for g in graphs for p in cycle_problems(g)]

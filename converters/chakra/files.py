@@ -6,7 +6,9 @@ Users point lumos at a folder, a prefix (`out/gpt`), one file, or a tar of per-r
 
 from __future__ import annotations
 
+import errno
 import io
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -63,6 +65,16 @@ def _from_tar(path: Path) -> list[EtSource]:
 _RAW_SUFFIXES = (".json", ".json.gz", ".jsonl", ".pt.trace.json")
 
 
+def _is_link_loop(path: Path) -> bool:
+    """Whether `path` (or a folder on its way) is a symbolic-link loop, which `is_dir` and
+    `is_file` call absent: the trace would be "not found"."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
+
+
 def find_et_sources(target: str | Path) -> list[EtSource]:
     """Resolve a folder, prefix, file or tar into per-rank sources, sorted by rank.
 
@@ -78,6 +90,10 @@ def find_et_sources(target: str | Path) -> list[EtSource]:
                 "before it finished, not a rank set; run the command that writes it again (the next "
                 "writer into its folder removes it)"
             ]
+        )
+    if _is_link_loop(path):
+        raise TraceFormatError(
+            str(target), "a symbolic link loop (its links point at each other), not a trace"
         )
     found: list[EtSource] = []
     if path.name.endswith(_RAW_SUFFIXES) or (

@@ -11,6 +11,7 @@ import click
 from lumos.cli.main import echo_json, handle_errors, quiet
 from lumos.cli.options import (
     FiniteFloatRange,
+    InputPath,
     check_output,
     force_option,
     json_option,
@@ -47,7 +48,7 @@ def _steps_line(s: RankSummary) -> str:
 
 
 @click.command("convert")
-@click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True))
+@click.argument("inputs", nargs=-1, required=True, type=InputPath(exists=True))
 @output_option("Folder to write <prefix>.<rank>.et into.", old=("--out",), dir_okay=True)
 @click.option("--prefix", default="trace", show_default=True, help="Output file prefix.")
 @click.option(

@@ -12,19 +12,19 @@ from rich.table import Table
 
 from lumos.cli.console import table_console
 from lumos.cli.main import EXIT_PROBLEMS, echo_json, handle_errors
-from lumos.cli.options import check_output, force_option, json_option
+from lumos.cli.options import InputPath, check_output, force_option, json_option
 from lumos.cli.options import output_option as shared_output
 from lumos.cli.outputs import no_stdout, output_stream, partial_option
 from lumos.converters.chakra.files import find_et_sources, iter_sources
 from lumos.converters.chakra.info import TraceInfo, trace_info
-from lumos.errors import LumosError
+from lumos.errors import LumosError, RankSetError
 from lumos.outputs import printable
 
 PATHS = click.argument(
-    "paths", nargs=-1, required=True, metavar="TRACE...", type=click.Path(exists=False)
+    "paths", nargs=-1, required=True, metavar="TRACE...", type=InputPath(exists=False)
 )
 F = TypeVar("F", bound=Callable[..., Any])
-ONE_ET = click.argument("path", type=click.Path(exists=True, dir_okay=False))
+ONE_ET = click.argument("path", type=InputPath(exists=True, dir_okay=False))
 
 
 def output_option(help_text: str) -> Callable[[F], F]:
@@ -98,16 +98,23 @@ def info_cmd(paths: tuple[str, ...], as_json: bool) -> None:
     from lumos.converters.chakra.rankset import rank_set_problems, read_headers
 
     found = [find_et_sources(p) for p in paths]
+    warnings: list[str] = []
+    for sources in found:
+        # files of two runs, or mislabelled, are no set: totals over them describe nothing
+        # (exit 1, as validate and simulate); a set missing ranks is described, with a word
+        errors, missing = rank_set_problems(read_headers(sources))
+        if errors:
+            raise RankSetError(errors + missing)
+        warnings += missing
     infos = [trace_info(sources) for sources in found]
+    for problem in warnings:
+        click.echo(printable(f"warning: {problem}"), err=True)
     if as_json:
         echo_json({"traces": [i.to_dict() for i in infos]})
         return
     console = table_console()
-    for info, sources in zip(infos, found, strict=True):
+    for info in infos:
         _print_info(info, console)
-        errors, missing = rank_set_problems(read_headers(sources))
-        for problem in errors + missing:  # info describes; validate and simulate refuse
-            click.echo(printable(f"warning: {problem}"), err=True)
 
 
 @et_group.command("validate")

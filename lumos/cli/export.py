@@ -9,6 +9,7 @@ import click
 from lumos.api import export_astra_sim
 from lumos.cli.main import echo_json, handle_errors
 from lumos.cli.options import (
+    InputPath,
     astra_sim_options,
     force_option,
     hw_option,
@@ -142,7 +143,7 @@ def _print_comparison(data: dict[str, object]) -> None:
 
 
 @export_group.command("astra-sim-check")
-@click.argument("bundle", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("bundle", type=InputPath(exists=True, file_okay=False, path_type=Path))
 @handle_errors
 def astra_sim_check_command(bundle: Path) -> None:
     """Run the pre-flight on an existing ASTRA-sim bundle folder (e.g. after editing it)."""
@@ -195,7 +196,8 @@ def simulate_bundle(
         load_astra_network(root / "network.yml"),
     )
     groups = json.loads((root / "comm_group.json").read_text())
-    result = simulate(
-        root / "workload", SimOptions(mode=Mode.ASTRA, pricer=pricer, comm_groups=groups)
-    )
+    # the bundle's pre-flight checked its files against its manifest (a bundle of part of
+    # a set, exported with --allow-partial, holds only those ranks)
+    options = SimOptions(mode=Mode.ASTRA, pricer=pricer, comm_groups=groups, allow_partial=True)
+    result = simulate(root / "workload", options)
     return [r.iteration_time_ns for r in result.ranks], time.perf_counter() - t0

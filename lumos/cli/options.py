@@ -9,6 +9,7 @@ aliases that the help does not show.
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 from collections.abc import Callable, Iterable
@@ -46,9 +47,30 @@ class BadOption(click.BadParameter):
         click.echo(f"error: {self.format_message()}", err=True)
 
 
+class InputPath(click.Path):
+    """`click.Path` that names a symbolic-link loop as one: click's own check calls it
+    "does not exist", which sends the user looking for a missing file."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        refuse_input_loop(value)
+        return super().convert(value, param, ctx)
+
+
+def refuse_input_loop(path: str | os.PathLike[str]) -> None:
+    """Raises BadOption (exit 2) if `path`, or a folder on its way, is a symbolic-link loop."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise BadOption(
+                f"{path}: a symbolic link loop (its links point at each other), not a file "
+                "or folder; name what the links were meant to point at"
+            ) from None
+
+
 def trace_argument(**kwargs: Any) -> Callable[[F], F]:
     """The positional TRACE: a folder, prefix, .et file or tar of <prefix>.<rank>.et."""
-    return click.argument("trace", metavar="TRACE", type=click.Path(exists=False), **kwargs)
+    return click.argument("trace", metavar="TRACE", type=InputPath(exists=False), **kwargs)
 
 
 def output_option(
@@ -219,7 +241,7 @@ def astra_sim_options(func: F) -> F:
             "astra_sim_system",
             cls=AliasedOption,
             hidden_aliases=("--system",),
-            type=click.Path(exists=True, dir_okay=False),
+            type=InputPath(exists=True, dir_okay=False),
             help="ASTRA-sim system JSON.",
         ),
         click.option(
@@ -228,7 +250,7 @@ def astra_sim_options(func: F) -> F:
             "astra_sim_network",
             cls=AliasedOption,
             hidden_aliases=("--network",),
-            type=click.Path(exists=True, dir_okay=False),
+            type=InputPath(exists=True, dir_okay=False),
             help="ASTRA-sim network YAML.",
         ),
         click.option(
@@ -237,7 +259,7 @@ def astra_sim_options(func: F) -> F:
             "comm_groups",
             cls=AliasedOption,
             hidden_aliases=("--comm-group",),
-            type=click.Path(exists=True, dir_okay=False),
+            type=InputPath(exists=True, dir_okay=False),
             help="ASTRA-sim comm-group JSON (pg_name -> ranks), for numeric pg_names.",
         ),
     ]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from lumos.cli.main import echo_json, handle_errors
-from lumos.cli.options import BadOption, force_option, framework_option, hw_option
+from lumos.cli.options import BadOption, InputPath, force_option, framework_option, hw_option
 from lumos.cli.sweep_tables import plots, print_plans, print_trace
 from lumos.errors import ConfigError
 
@@ -73,7 +73,7 @@ PLAN_DEFAULTS = {
 @click.option(
     "--from-trace",
     "trace",
-    type=click.Path(exists=True),
+    type=InputPath(exists=True),
     help="Sweep what-if edits of this converted trace instead of plans.",
 )
 @click.option("--gpus", type=click.IntRange(min=1), help="GPUs in the job (plan sweep).")

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from lumos.cli.console import table_console
 from lumos.cli.main import echo_json, handle_errors
-from lumos.cli.options import force_option, hw_option
+from lumos.cli.options import InputPath, force_option, hw_option
 from lumos.cli.outputs import no_stdout
 from lumos.errors import ConfigError
 
@@ -29,7 +29,7 @@ def _pairs(values: tuple[str, ...], flag: str) -> tuple[tuple[int, float], ...]:
 
 
 @click.command("whatif")
-@click.argument("target", metavar="TRACE", type=click.Path(exists=True))
+@click.argument("target", metavar="TRACE", type=InputPath(exists=True))
 @click.option("--layers", type=int, help="Transformer layers.")
 @click.option("--hidden", type=int, help="Hidden size (FFN follows as 4x unless --ffn).")
 @click.option("--ffn", type=int, help="FFN (MLP) size.")

@@ -110,7 +110,7 @@ def moe_fields(data: dict[str, Any], where: str) -> tuple[dict[str, Any], dict[s
             raise ConfigError(f"{where}: {key!r} means {what}, which lumos does not model")
     rest = {k: v for k, v in data.items() if k not in UNMODELLED}  # unset: nothing to model
     values = dict(DEFAULTS)
-    shared_count = 0
+    shared_count, zero_ffn = 0, ""
     for key in ALIASES:
         got = _take(rest, key, where)
         if got is None:
@@ -121,6 +121,7 @@ def moe_fields(data: dict[str, Any], where: str) -> tuple[dict[str, Any], dict[s
         if key == "moe_every" and isinstance(value, list):
             raise ConfigError(f"{where}: {name!r} as a list is not modelled; give an integer")
         n = _count(value, f"{where}: {name}", zero=key not in ("moe_every", "window_every"))
+        zero_ffn = name if key == "moe_ffn" and n == 0 else zero_ffn
         if key == "shared_experts":
             shared_count = n
         else:
@@ -135,6 +136,10 @@ def moe_fields(data: dict[str, Any], where: str) -> tuple[dict[str, Any], dict[s
         raise ConfigError(
             f"{where}: a mixture of experts needs top_k (experts per token) between 1 and "
             f"experts ({values['experts']}), got {values['top_k']}"
+        )
+    if zero_ffn:  # 0 is the default (the dense ffn) only when the key is not given
+        raise ConfigError(
+            f"{where}: {zero_ffn} must be a positive integer (one expert's FFN width), got 0"
         )
     if shared_count:
         if values["shared_ffn"]:

@@ -69,7 +69,7 @@ from enum import Enum
 from typing import Any
 
 from lumos.errors import ConfigError
-from lumos.limits import MAX_MICROBATCHES, MAX_RANKS
+from lumos.limits import MAX_MICROBATCHES, MAX_RANKS, MAX_WIDTH
 from lumos.simulator.workload import pipesplit
 from lumos.simulator.workload.fieldtypes import check_recipe_fields, check_types, is_int, whole
 from lumos.simulator.workload.framework import profile
@@ -247,6 +247,7 @@ class ParallelPlan:
         if self.zero not in (0, 1, 2, 3):
             raise ConfigError(f"plan: zero must be 0, 1, 2 or 3, got {self.zero}")
         MAX_RANKS.check(self.world, "plan: world size (tp x pp x dp x cp)")
+        MAX_WIDTH.check(self.seq, "plan: seq")
         MAX_MICROBATCHES.check(self.microbatches, "plan: micro-batches per step (gbs / mbs / dp)")
         if self.gbs % (self.mbs * self.dp):
             raise ConfigError(

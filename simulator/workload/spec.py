@@ -29,8 +29,8 @@ from typing import Any
 
 from lumos.errors import ConfigError
 from lumos.hwconfigs.fields import REQUIRED, fields, flag, read_json, read_yaml
-from lumos.limits import MAX_LAYERS
 from lumos.simulator.workload.hybrid_spec import MambaDims, hybrid_layers_params
+from lumos.simulator.workload.model_bounds import check_sizes
 from lumos.simulator.workload.model_names import builtin_key, closest, file_name, path_exists
 
 BUILTIN = Path(__file__).with_name("models.yaml")
@@ -336,7 +336,7 @@ def model_from_dict(data: dict[str, Any], where: str, name: str = "") -> ModelSp
     values = fields(data, _TABLE, where)
     values |= moe | hybrid
     values["name"] = values["name"] or name
-    MAX_LAYERS.check(values["layers"] + values["mtp_layers"], f"{where}: layers (decoder + MTP)")
+    check_sizes(values, where)
     values["kv_heads"] = values["kv_heads"] or values["heads"]
     values["ffn"] = values["ffn"] or 4 * values["hidden"]
     if values["experts"]:
