@@ -53,6 +53,10 @@ DEGREES = [1, 1, 2, 2, 3, 4, 5, 7, 8, 8, 16, 32, 10**6, 10**9]
 MODEL_KEYS = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq", "mlp", "norm",
               "tied_embeddings", "position", "bias")  # fmt: skip
 TYPED = [*fh.TYPED, "1e3", 2.5, 1e-300, 1e300]
+#: widths at and past `LUMOS_MAX_WIDTH` (round 3: hidden 10^12 ended in a 64-bit error
+#: naming no key, vocab / ffn 10^12 estimated a 30,749 s step)
+WIDTH = 1 << 24
+WIDE = [WIDTH, WIDTH + 1, 10**9, 10**12]
 
 
 def _is_count(value: Any) -> bool:
@@ -76,7 +80,7 @@ def plan_cases(h: ModuleType, work: Path, rng: random.Random, count: int, timeou
         p["ep"] = rng.choice([1, 1, 2, 3, 8]) if "b-a3b" in name or "mix" in name else 1
         p["mbs"] = rng.choice([1, 1, 2, 3, 10**6])
         p["gbs"] = rng.choice([None, None, 6, 64, 256, 10**9])
-        p["seq"] = rng.choice([None, None, 512, 1000, 8191, 10**7])
+        p["seq"] = rng.choice([None, None, 512, 1000, 8191, 10**7, 10**12])
         world = p["tp"] * p["pp"] * p["dp"] * p["cp"]
         gpus = rng.choice([None, None, world, 2 * world, world // 2, 10**9])
 
@@ -102,6 +106,7 @@ def _runs(m: Any, p: dict[str, Any], gpus: int | None) -> bool:
         m.heads % tp or m.kv_heads % tp or m.ffn % tp or gbs % (p["mbs"] * dp)
         or (cp > 1 and seq % (2 * cp)) or (m.experts and m.experts % ep)
         or (not m.experts and ep > 1) or (gpus is not None and gpus != tp * p["pp"] * dp * cp)
+        or seq > WIDTH
     )  # fmt: skip
 
 
@@ -125,13 +130,18 @@ def model_cases(h: ModuleType, work: Path, rng: random.Random, count: int, timeo
         "device": None,
     }
     cases: list[tuple[str, Any, bool]] = [(k, v, k != "anchors") for k, v in fixed.items()]
+    moe = {**base, "experts": 8, "top_k": 2}
+    cases += [("moe_ffn=0", {**moe, "moe_ffn": 0}, True), ("top_k>experts", {**moe, "top_k": 9}, True),
+              ("experts=1e9", {**moe, "experts": 10**9}, True), ("moe_ffn=1e12", {**moe, "moe_ffn": 10**12}, True)]  # fmt: skip
     for _ in range(count):
-        key, value = rng.choice(MODEL_KEYS), rng.choice(TYPED)
+        key = rng.choice(MODEL_KEYS)
+        value = rng.choice(WIDE) if rng.random() < 0.2 else rng.choice(TYPED)
         good = {"mlp": value in ("gelu", "swiglu", "squared_relu"), "norm": value in
                 ("layernorm", "rmsnorm"), "position": value in ("rope", "learned"),
                 "tied_embeddings": isinstance(value, bool), "bias": isinstance(value, bool)
                 }.get(key, _is_count(value))  # fmt: skip
         good |= value is None  # `key: null` is the key left out (as in a config.json)
+        good &= not (_is_count(value) and value > (1 << 14 if key == "layers" else WIDTH))
         cases.append((f"{key}={value!r:.20}", {**base, key: value}, not good))
     for label, spec, must_fail in cases:
 
@@ -359,6 +369,8 @@ def bomb_cases(h: ModuleType, work: Path, timeout: float) -> Iterator[Case]:
     node = yaml.safe_load((HW / "nodes" / "hgx_h100.yaml").read_text())
     node["nvlink"]["bandwidth_gbps"] = 1e-300
     hw.write_text(yaml.safe_dump({"name": "x", "node": node, "fabric": "ndr_rail_fat_tree"}))
+    wide = root / "wide.yaml"
+    wide.write_text("{layers: 4, hidden: 1000000000000, heads: 8, ffn: 2048, vocab: 32000}\n")
     grid = ",".join(map(str, range(1, 201)))
     huge = ",".join(map(str, range(1, 2001)))
     sweep = "sweep --model llama3.1-8b --gpus 64 --gbs 64 --seq 8192"  # paths have no spaces
@@ -369,6 +381,8 @@ def bomb_cases(h: ModuleType, work: Path, timeout: float) -> Iterator[Case]:
         "sweep: --workers 100000": f"{sweep} --tp 8 --workers 100000 -o {root}/g3.csv",
         "estimate --exact: 65,536 micro-batches": "estimate --model gpt3-125m --gbs 65536 --exact",
         "estimate: NVLink at 1e-300 GB/s": f"estimate --model llama3.1-8b --tp 8 --dp 2 --hw {hw}",
+        "estimate: a model of hidden 10^12 (round 3)": f"estimate --model {wide}",
+        "estimate: --seq 10^12 (round 3)": "estimate --model gpt3-125m --seq 1000000000000",
         "estimate -o --all-ranks: 131,072 ranks": "estimate --model llama3.1-8b --tp 8 --dp 16384 "
         f"--gbs 16384 --all-ranks -o {root}/all",
     }

@@ -12,6 +12,10 @@
   shapes and sizes past 64 bits;
 - names: control characters, OSC sequences, rich markup and `<script>` in op names,
   through the terminal tables, the HTML report and the JSON timeline;
+- round 3: a Chakra `dur_ns` of -1 (lumos' own "none given"), a future schema version
+  (must be noted), a kernel longer than its measured step (must be noted, naming it), a
+  symbolic-link loop as the input of every command (must name the loop), `et info` on
+  files of two conversions (must fail);
 - bombs: each run in a child process under a 2 GiB address-space cap with a wall
   limit; its peak RSS and time are recorded (`BOMBS`), a bomb that succeeds is a wrong
   result.
@@ -76,6 +80,7 @@ METADATA = "metadata: malformed process_groups"
 KINETO = "kineto: typed field mutations (NaN, inf, bools, strings, huge)"
 HOST_ET = "host ET: loops, repeated ids, schema, shapes, sizes, names"
 NAMES = "names: control chars, OSC, markup, <script> through every output"
+ROUND3 = "round 3: dur_ns -1, future ET versions, overlong kernels, link loops, mixed sets"
 BOMBS_LABEL = "bombs: in a 2 GiB child (peak RSS and time below)"
 
 
@@ -534,6 +539,15 @@ def bomb_cases(h: ModuleType, work: Path, timeout: float) -> Iterator[Case]:
         encode_varint(len(head)) + head + encode_varint(8 << 20) + bytes(8 << 20)
     )
     made["et: one 8 MB node of zero bytes"] = ["simulate", str(root / "zeros" / "t")]
+    (root / "tiny").mkdir()
+    tiny = pb.Node(name="k", type=pb.COMP_NODE, duration_micros=1).SerializeToString()
+    with open(root / "tiny" / "t.0.et", "wb") as f:  # 9 million ~12-byte nodes, 115 MB
+        f.write(encode_varint(len(head)) + head)
+        for block in range(9):
+            ids = range(block * 1_000_000 + 1, (block + 1) * 1_000_000 + 1)
+            bodies = (b"\x08" + encode_varint(i) + tiny for i in ids)
+            f.write(b"".join(encode_varint(len(b)) + b for b in bodies))
+    made["et: 9 million ~12-byte nodes (115 MB)"] = ["simulate", str(root / "tiny" / "t")]
     for name, world in (("world", 10**9), ("rank", None)):
         folder = root / name
         folder.mkdir()
@@ -583,6 +597,94 @@ def bomb_cases(h: ModuleType, work: Path, timeout: float) -> Iterator[Case]:
         yield BOMBS_LABEL, case
 
 
+def round3_cases(h: ModuleType, work: Path, rng: random.Random, count: int, timeout: float
+                 ) -> Iterator[Case]:  # fmt: skip
+    """Round 2's leftovers: each case is wrong unless refused, or noted in the output."""
+    from lumos.converters.chakra.attrs import make_attr
+    from lumos.converters.chakra.stream import with_node_count, write_et
+    from lumos.proto import pb
+
+    def one_set(tag: str, edit: Any, version: str = "0.0.4", step: int | None = None) -> Path:
+        folder = work / f"r3-{tag}-{len(os.listdir(work))}"
+        folder.mkdir()
+        for r in range(2):
+            meta = pb.GlobalMetadata(version=version)
+            meta.attr.extend([make_attr("rank", r), make_attr("world_size", 2)])
+            if step is not None:
+                meta.attr.append(make_attr("measured_step_ns", step))
+            nodes = h._rank_nodes(r, 10)
+            if r == 0:
+                edit(nodes)
+            write_et(folder / f"t.{r}.et", with_node_count(meta, len(nodes)), nodes)
+        return folder
+
+    def minus_one(nodes: list[Any]) -> None:
+        node = rng.choice(nodes)
+        for a in node.attr:
+            if a.name == "dur_ns":
+                a.int64_val = -1
+
+    def overlong(nodes: list[Any]) -> None:
+        node = rng.choice([n for n in nodes if n.type == pb.COMP_NODE])
+        node.duration_micros = rng.choice([10**6, 10**9, 10**15])
+        for a in node.attr:
+            if a.name == "dur_ns":
+                a.int64_val = node.duration_micros * 1000
+
+    def expect(args: list[str], must_fail: bool, says: str) -> str:
+        run = h.invoke(args, timeout)
+        verdict = h.classify(run, must_fail=must_fail)
+        return (
+            "wrong result"
+            if verdict in ("ok", "clean error") and says not in run.output
+            else verdict
+        )
+
+    loop = work / "r3-loop"
+    if not loop.is_symlink():
+        os.symlink(work / "r3-loop2", loop)
+        os.symlink(loop, work / "r3-loop2")
+    loop_commands = [["simulate"], ["compare"], ["et", "info"], ["et", "validate"],
+                     ["et", "to-json"], ["whatif", "--dp", "2"]]  # fmt: skip
+    for k in range(count):
+        kind = k % 5
+        if kind == 0:
+            yield (
+                ROUND3,
+                lambda: expect(
+                    ["simulate", str(one_set("dur", minus_one))], True, "dur_ns is negative (-1)"
+                ),
+            )
+        elif kind == 1:
+            version = rng.choice(["9.9.9", "2.0.0", "0.0.5", "x"])
+            yield (
+                ROUND3,
+                lambda v=version: expect(
+                    ["simulate", str(one_set("ver", lambda n: None, v))],
+                    False,
+                    "is not one lumos knows",
+                ),
+            )
+        elif kind == 2:
+            yield ROUND3, lambda: expect(
+                ["simulate", str(one_set("long", overlong, step=4_000_000))], False,
+                "longer than the rank's whole measured step")  # fmt: skip
+        elif kind == 3:
+            command = rng.choice(loop_commands)
+            args = [*command[:2], str(loop), *command[2:]] if command[0] == "et" else [
+                command[0], str(loop), *command[1:]]  # fmt: skip
+            yield ROUND3, lambda a=args: expect(a, True, "a symbolic link loop")
+        else:
+
+            def mixed() -> str:
+                folder = h.write_set(work / f"r3-mixed-{len(os.listdir(work))}", 4, 10, "a")
+                h.write_set(folder / "b", 4, 10, "b")
+                shutil.copy(folder / "b" / f"t.{rng.randrange(4)}.et", folder / "t.1.et")
+                return expect(["et", "info", str(folder)], True, "different conversions")
+
+            yield ROUND3, mixed
+
+
 def families(
     h: ModuleType, work: Path, rng: random.Random, n: Any, timeout: float, only: str = ""
 ) -> list[Iterator[Case]]:
@@ -594,6 +696,7 @@ def families(
         (KINETO, lambda: kineto_field_cases(h, work, rng, n(300), timeout)),
         (HOST_ET, lambda: host_et_cases(h, work, rng, n(60), timeout)),
         (NAMES, lambda: name_cases(h, work, rng, n(150), timeout)),
+        (ROUND3, lambda: round3_cases(h, work, rng, n(50), timeout)),
         (BOMBS_LABEL, lambda: bomb_cases(h, work, max(timeout, 60))),
     ]
     return [make() for label, make in made if only in label]

@@ -207,7 +207,7 @@ def _simulate(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: 
 
 def _prepare(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: Mode) -> _Prepared:
     """Load (or take) the graphs, validate and match them, and build the plan."""
-    partial: list[str] = []
+    partial: list[str] | None = None  # None: graphs given, no files read
     if isinstance(source, (str, Path)):
         sources = find_et_sources(source)
         partial = check_rank_set(sources, allow_partial=opts.allow_partial, ranks=opts.ranks)
@@ -218,12 +218,14 @@ def _prepare(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: M
         from lumos.simulator.network.binary_rules import check_binary_rules
 
         check_binary_rules(source, opts.pricer, opts.comm_groups)
-    notes = [f"simulated a partial set: {p}" for p in partial]
+    notes = [f"simulated a partial set: {p}" for p in partial or []]
     notes += outside_notes(graphs) if opts.ranks is not None else []
     cut = [n for g in graphs for n in cut_short_notes(g)]
     if cut:
         log.warning("%d rank file(s) look cut short: %s", len(cut), "; ".join(cut))
-    odd = version_notes(graphs) + [n for g in graphs for n in overlong_notes(g)]
+    # about the files read (a what-if's edited graphs carry a step no one measured)
+    odd = [] if partial is None else version_notes(graphs)
+    odd += [] if partial is None else [n for g in graphs for n in overlong_notes(g)]
     for note in odd:
         log.warning("%s", note)
     notes += cut + odd

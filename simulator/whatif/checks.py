@@ -14,7 +14,7 @@ import math
 from typing import TYPE_CHECKING
 
 from lumos.errors import ConfigError
-from lumos.limits import MAX_LAYERS, MAX_NODES, MAX_RANKS
+from lumos.limits import MAX_LAYERS, MAX_NODES, MAX_RANKS, MAX_WIDTH
 from lumos.proto import pb
 from lumos.simulator.whatif import nodes as nd
 
@@ -78,6 +78,9 @@ def _check_size(rec: Recovered, spec: WhatIf) -> None:
     MAX_RANKS.check(ranks, "ranks of the edited step")
     if spec.layers is not None:
         MAX_LAYERS.check(spec.layers, "--layers")
+    for name in ("hidden", "ffn", "seq"):  # past it, a rescaled duration leaves 64 bits
+        if getattr(spec, name) is not None:
+            MAX_WIDTH.check(getattr(spec, name), f"--{name}")
     traced = max((s.layers for s in rec.structures), default=0)
     deeper = (spec.layers or traced) / traced if traced else 1.0
     growth = deeper * replicas * (spec.microbatches or 1)

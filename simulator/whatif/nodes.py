@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from lumos.converters.chakra import conventions as cv
 from lumos.converters.chakra.attrs import attr_value, make_attr
+from lumos.errors import ConfigError
 from lumos.proto import pb
+
+#: the longest duration a node can have (64-bit nanoseconds)
+MAX_NS = (1 << 63) - 1
 
 COMM_TYPES = (pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)
 Proc = tuple[str, int]
@@ -106,6 +110,11 @@ def comm_duration(node: pb.Node) -> int:
 def set_duration(node: pb.Node, dur_ns: int) -> None:
     """Set a node's duration in ns (both fields; `comm_dur_ns` too on communication)."""
     dur_ns = max(0, int(dur_ns))
+    if dur_ns > MAX_NS:
+        raise ConfigError(
+            f"the edit makes node {node.id} ({node.name!r}) last {dur_ns:,} ns, past the 64-bit "
+            "nanosecond clock (292 years): the edited sizes are too large together"
+        )
     put(node, cv.DUR_NS, dur_ns, "int64_val")
     node.duration_micros = round(dur_ns / 1000)
     if is_comm(node):

@@ -174,7 +174,7 @@ def test_whole_limit_values_in_any_spelling_work(trace: str) -> None:
         (["--tp", "8", "--pp", "8", "--dp", "1000000000"], 7, "LUMOS_MAX_RANKS"),
         (["--tp", "8", "--pp", "8", "--gbs", "1000000000"], 7, "LUMOS_MAX_MICROBATCHES"),
         (["--tp", "8", "--pp", "8", "--mbs", "1000000000"], 5, "exceeds 64 bits"),
-        (["--tp", "8", "--pp", "8", "--seq", "1000000000"], 5, "exceeds 64 bits"),
+        (["--tp", "8", "--pp", "8", "--seq", "1000000000"], 7, "LUMOS_MAX_WIDTH"),  # round 3
     ],
     ids=["world", "microbatches", "mbs", "seq"],
 )

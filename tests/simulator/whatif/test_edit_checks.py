@@ -81,3 +81,29 @@ def test_whatif_jitter_within_its_band_still_runs(trace: Path) -> None:
     assert code == 0, out
     edits = json.loads(out)["result"]["edits"]
     assert "rank 1 compute x2.5" in edits and "kernel jitter sigma 0.3 (seed 0)" in edits
+
+
+@pytest.mark.parametrize("flag", ["--hidden", "--ffn", "--seq"])
+def test_whatif_width_past_the_limit_is_refused_naming_the_flag(trace: Path, flag: str) -> None:
+    """Round 3: `--hidden` / `--seq` 10^12 ended in `internal error: ValueError: Value out of
+    range` (exit 70: a rescaled duration past 64 bits); `--ffn` 10^12 simulated a step of
+    days (exit 0)."""
+    code, out = run(trace, flag, str(10**12), "--json")
+    error = json.loads(out)["error"]
+    assert code == 7 and error["message"].startswith(f"{flag} is 1,000,000,000,000"), out
+    assert "LUMOS_MAX_WIDTH" in error["message"]
+
+
+def test_whatif_widths_under_the_limit_that_overflow_together_name_the_node(
+    trace: Path,
+) -> None:
+    """Each at 2^24 passes the limit; together they rescale a GEMM past 64-bit ns: exit 4
+    naming the node, not exit 70."""
+    width = str(1 << 24)
+    code, out = run(trace, "--hidden", width, "--ffn", width, "--seq", width, "--json")
+    error = json.loads(out)["error"]
+    assert code == 4 and error["type"] == "ConfigError", out
+    assert (
+        "past the 64-bit nanosecond clock" in error["message"]
+        and "the edit makes node" in (error["message"])
+    )
