@@ -32,7 +32,10 @@ def _convert(inputs: list[Path], out: Path) -> Path:
 
 
 def _replay(prefix: Path, **options: bool) -> Comparison:
-    return compare(simulate(prefix, SimOptions(**options)), read_measured(prefix))
+    # single ranks of larger jobs (HTA's rank 0 of 16, sampled ranks of 128): a partial set
+    return compare(
+        simulate(prefix, SimOptions(allow_partial=True, **options)), read_measured(prefix)
+    )
 
 
 def _assert_within(comparison: Comparison, pct: float) -> None:

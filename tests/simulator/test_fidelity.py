@@ -203,7 +203,7 @@ def test_gpu_work_outliving_the_loop_is_compared_like_with_like(tmp_path: Path) 
     Stream 7's first kernel starts 161.9 ms into the step, after its launch: a backlog."""
     convert([fixture_path(f"{HTA}/negative_queue_length_values_check")], tmp_path, prefix="t")
     prefix = tmp_path / "t"
-    result = simulate(prefix)
+    result = simulate(prefix, SimOptions(allow_partial=True))  # rank 0 of 16
     row = compare(result, read_measured(prefix)).ranks[0]
     assert row.measured_ns == 216_216_000 and row.measured_gpu_ns == 374_462_000
     assert row.error_pct is not None and abs(row.error_pct) < 0.5
