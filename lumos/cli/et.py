@@ -93,7 +93,9 @@ def et_group() -> None:
 def info_cmd(paths: tuple[str, ...], as_json: bool) -> None:
     """Node counts by type, collectives by type and bytes, ranks, schema version.
 
-    TRACE: folders, prefixes, single .et files or tars of per-rank files.
+    TRACE: folders, prefixes, single .et files or tars of per-rank files. Files of
+    different runs or with mislabelled ranks are refused (exit 1, as validate); a set
+    missing ranks is described, with a warning.
     """
     from lumos.converters.chakra.rankset import rank_set_problems, read_headers
 
