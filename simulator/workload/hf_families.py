@@ -90,6 +90,12 @@ FAMILIES: dict[str, Family] = {
     "gpt2": Family(
         False, "layernorm", bias=(True, True), position="learned", tied=True, act="gelu"
     ),
+    # GPT-BigCode (SantaCoder, StarCoder): GPT-2's block (GPTBigCodeBlock: ln_1, c_attn /
+    # c_proj, ln_2, c_fc / c_proj, all biased; learned positions; tied) with one key/value
+    # head under `multi_query` (GPTBigCodeConfig default true, `hf_wrappers.TEXT_DEFAULTS`)
+    "gpt_bigcode": Family(
+        False, "layernorm", bias=(True, True), position="learned", tied=True, act="gelu"
+    ),
     # GPT-NeoX: `use_parallel_residual` (GPTNeoXConfig default True) runs attention on
     # `input_layernorm(x)` and the MLP on `post_attention_layernorm(x)` (GPTNeoXLayer)
     "gpt_neox": Family(False, "layernorm", bias=(True, True), act="gelu", parallel=True),
@@ -134,6 +140,9 @@ FAMILIES: dict[str, Family] = {
     # InternLM2 (remote code, modeling_internlm2.py): fused `wqkv`, SwiGLU w1 / w3 / w2,
     # RMSNorm, biases by its `bias` key
     "internlm2": _LLAMA,
+    # InternLM (v1, remote code modeling_internlm.py): Llama's block, q/k/v/o biased by its
+    # `bias` key, the MLP never (InternLMMLP), read as `attention_bias` (`hf_layouts`)
+    "internlm": _LLAMA,
     # EXAONE 3.0 / 3.5 (remote code, modeling_exaone.py): Llama's block under GPT-2 names
     # (`num_layers`, `activation_function`, `ln_1` / `ln_2`), its norms RMSNorms whatever
     # its `layer_norm_epsilon` is called (`hf_layouts`)
@@ -149,10 +158,6 @@ _SSM = "state-space (Mamba) layers"
 #: model types lumos knows it cannot price -> what their block is (refused before any key)
 REFUSED: dict[str, str] = {
     "cohere2": "Command R7B's sliding-window layer pattern beside its parallel block",
-    "gemma3": "a vision tower beside Gemma 3's text model; give its text_config "
-    "(model_type gemma3_text) as the file",
-    "llama4": "a vision tower beside Llama 4's text model; give its text_config "
-    "(model_type llama4_text) as the file",
     "bloom": "ALiBi attention biases and a LayerNorm after the embedding (BLOOM)",
     "qwen3_next": "Gated DeltaNet (linear attention) layers beside gated attention, with "
     "experts (Qwen3-Next)",

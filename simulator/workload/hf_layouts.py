@@ -34,6 +34,7 @@ turns those into the common names before anything is read (transformers'
 - `opt` (OPTConfig): `ffn_dim` is the FFN width and `enable_bias` the linears' biases;
   `word_embed_proj_dim` other than `hidden_size` (OPT-350m's projections around the
   decoder), `do_layer_norm_before: false` (its post-LN) and `layerdrop` > 0 are refused;
+- `internlm` (InternLM v1): its `bias` biases q/k/v/o, never the MLP: `attention_bias`;
 - `mpt` and `exaone`: `hf_layouts_renamed`.
 """
 
@@ -164,6 +165,13 @@ def _falcon(data: Config, where: str) -> Config:
     return out
 
 
+def _internlm(data: Config, where: str) -> Config:
+    out = dict(data)
+    if "bias" in out:  # q/k/v/o only: the MLP has none (modeling_internlm.py)
+        out["attention_bias"] = out.pop("bias")
+    return out
+
+
 #: model_type -> its rewrite into the common names
 LAYOUTS: dict[str, Callable[[Config, str], Config]] = {
     "falcon": _falcon,
@@ -173,6 +181,7 @@ LAYOUTS: dict[str, Callable[[Config, str], Config]] = {
     "opt": _opt,
     "mpt": mpt,
     "exaone": exaone,
+    "internlm": _internlm,
 }
 
 

@@ -43,6 +43,7 @@ from lumos.simulator.workload.hf_block import BLOCK_NAMES, block_traits
 from lumos.simulator.workload.hf_families import Family, family
 from lumos.simulator.workload.hf_layouts import rewrite
 from lumos.simulator.workload.hf_parallel import PARALLEL_NAMES, parallel_traits
+from lumos.simulator.workload.hf_wrappers import unwrap, with_defaults
 
 #: lumos key -> names that give it as they are (lumos' own first)
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -117,6 +118,12 @@ IGNORED = frozenset((
     # transformers 5's name for RoPE's base and scaling; Seed-OSS's bias on the attention
     # output projection (h floats a layer, added in the GEMM epilogue)
     "rope_parameters", "attention_out_bias",
+    # GPT-2 files of OpenAI's checkpoints (gpt2-medium, -large) carry OpenAI GPT's
+    # special-token settings, which GPT2Config does not read; SmolLM2's nanotron conversion
+    # flags and transformers.js export settings, which LlamaConfig does not read;
+    # SantaCoder's inference-runner length
+    "n_special", "predict_special_tokens", "is_llama_config", "rope_interleaved",
+    "transformers.js_config", "runner_max_sequence_length",
 ))  # fmt: skip
 #: keys of architectures lumos does not model -> what they are (refused when set)
 UNMODELLED = {
@@ -172,6 +179,7 @@ def lumos_keys(data: dict[str, Any], where: str, known: tuple[str, ...]) -> dict
     ones dropped; `known`: the other keys a spec takes (lumos' MoE keys and their
     aliases). Raises ConfigError naming `where` and the key for an unmodelled
     architecture, an unknown key (with a did-you-mean) or names that disagree."""
+    data = with_defaults(unwrap(data, where), ALIASES)
     data = {k: v for k, v in data.items() if not _private(k)}
     for key, what in UNMODELLED.items():
         if key in data and _set(data[key]):

@@ -115,8 +115,6 @@ ACCEPTED = [
 
 #: config -> what the refusal names (the key or model type, and what it is)
 REFUSED = {
-    "gemma-3-27b-pt": "'text_config' means a multimodal wrapper",
-    "Llama-4-Scout-17B-16E": "'text_config' means a multimodal wrapper",
     "bloom": "model_type 'bloom' means ALiBi attention biases",
     "Jamba-v0.1": "model_type 'jamba' means state-space \\(Mamba\\) layers",
     "mamba-2.8b-hf": "model_type 'mamba' means state-space \\(Mamba\\) layers",

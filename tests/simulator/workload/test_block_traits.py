@@ -93,6 +93,8 @@ def test_layer_types_read_either_window_pattern() -> None:
         model_from_dict({**base, "layer_types": odd}, "odd.json")
 
 
-def test_a_gemma3_wrapper_is_refused_pointing_at_its_text_config() -> None:
-    with pytest.raises(ConfigError, match="text_config"):
-        load_model(CONFIGS / "gemma-3-27b-pt.json")
+def test_a_gemma3_wrapper_reads_its_text_config_with_the_class_defaults() -> None:
+    """Refused before; its text_config names no vocabulary or window pattern, which
+    Gemma3TextConfig gives (262,208; a global layer every 6th)."""
+    gemma3 = load_model(CONFIGS / "gemma-3-27b-pt.json")
+    assert (gemma3.vocab, gemma3.global_every, gemma3.window) == (262_208, 6, 1024)

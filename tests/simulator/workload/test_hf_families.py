@@ -116,11 +116,15 @@ def test_plain_decoder_families_are_read(stem: str, norm: str) -> None:
     assert (spec.mlp, spec.norm.value, spec.bias) == (Mlp.SWIGLU, norm, False)
 
 
-def test_multimodal_wrapper_is_refused_by_text_config_with_the_hint() -> None:
-    """Llama 4's config.json is a wrapper (`text_config`, `vision_config`); the refusal named
-    the vision tower, not what to do: give the text_config as the file."""
-    with pytest.raises(ConfigError, match=r"'text_config' .*give its text_config as the file"):
-        load_model(CONFIGS / "Llama-4-Scout-17B-16E.json")
+def test_multimodal_wrapper_reads_as_its_text_config() -> None:
+    """Llama 4's config.json is a wrapper (`text_config`, `vision_config`): refused before
+    ("give its text_config as the file"); now read as its text model, the same spec as the
+    text_config given alone (`hf_wrappers.unwrap`)."""
+    wrapper = load_model(CONFIGS / "Llama-4-Scout-17B-16E.json")
+    text = json.loads((CONFIGS / "Llama-4-Scout-17B-16E.json").read_text())["text_config"]
+    alone = model_from_dict({**text, "tie_word_embeddings": False}, "text", wrapper.name)
+    assert wrapper == alone
+    assert (wrapper.experts, wrapper.top_k, wrapper.layers) == (16, 1, 48)
 
 
 def test_layer_types_must_name_every_layer() -> None:
