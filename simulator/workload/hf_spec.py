@@ -43,7 +43,7 @@ from lumos.simulator.workload.hf_block import BLOCK_NAMES, block_traits
 from lumos.simulator.workload.hf_families import Family, family
 from lumos.simulator.workload.hf_layouts import rewrite
 from lumos.simulator.workload.hf_parallel import PARALLEL_NAMES, parallel_traits
-from lumos.simulator.workload.hf_wrappers import unwrap, with_defaults
+from lumos.simulator.workload.hf_wrappers import log_note, unwrap, with_defaults
 
 #: lumos key -> names that give it as they are (lumos' own first)
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -179,7 +179,8 @@ def lumos_keys(data: dict[str, Any], where: str, known: tuple[str, ...]) -> dict
     ones dropped; `known`: the other keys a spec takes (lumos' MoE keys and their
     aliases). Raises ConfigError naming `where` and the key for an unmodelled
     architecture, an unknown key (with a did-you-mean) or names that disagree."""
-    data = with_defaults(unwrap(data, where), ALIASES)
+    data, note = unwrap(data, where)
+    data = with_defaults(data, ALIASES)
     data = {k: v for k, v in data.items() if not _private(k)}
     for key, what in UNMODELLED.items():
         if key in data and _set(data[key]):
@@ -229,6 +230,7 @@ def lumos_keys(data: dict[str, Any], where: str, known: tuple[str, ...]) -> dict
     rest = parallel_traits(rest, family, where)
     out["name"] = rest.pop("name", None) or rest.pop("_name_or_path", None)
     rest.pop("_name_or_path", None)
+    log_note(note)
     return {**rest, **{k: v for k, v in out.items() if v is not None}}
 
 

@@ -2,12 +2,15 @@
 transformers config class gives the shape keys a config.json leaves out.
 
 A vision-language model's config.json (`Llama4ForConditionalGeneration`,
-`Gemma3ForConditionalGeneration`, `LlavaForConditionalGeneration`) nests the language model
-in `text_config` beside a `vision_config`. `unwrap` reads such a file as its `text_config`
-(the decoder lumos prices) and logs that the vision tower and the projector are not
-priced: right when they are frozen or the batch is text only, low by their share otherwise
-(Gemma 3 27B's SigLIP tower is about 0.4 B weights beside 27 B). A wrapper's top-level
-`tie_word_embeddings` applies when its `text_config` does not say.
+`Gemma3ForConditionalGeneration`, `LlavaForConditionalGeneration`,
+`Mistral3ForConditionalGeneration`) nests the language model in `text_config` beside a
+`vision_config`; Qwen2-VL's and Qwen2.5-VL's write the text model's keys at the top level
+beside `vision_config` (transformers before 4.52; after, a `text_config` too). `unwrap`
+reads such a file as its text model (the decoder lumos prices) and, once it has been read,
+`hf_spec` logs that the vision tower and the projector are not priced: right when they are
+frozen or the batch is text only, low by their share otherwise (Gemma 3 27B's SigLIP
+tower is about 0.4 B weights beside 27 B). A wrapper's top-level `tie_word_embeddings`
+applies when its `text_config` does not say.
 
 Hub files write only the keys that differ from the class defaults (Gemma 3 27B's
 `text_config` names no `vocab_size`; LLaVA-1.5's names only the vocabulary and the norm
@@ -19,10 +22,11 @@ epsilon of its Llama), so `with_defaults` fills the absent shape keys from the c
   intermediate_size 9216, num_hidden_layers 26, num_attention_heads 8, num_key_value_heads
   4, head_dim 256, hidden_activation gelu_pytorch_tanh, sliding_window 4096,
   sliding_window_pattern 6;
-- `llama`: `LlamaConfig` (`models/llama/configuration_llama.py`): vocab_size 32000,
+- `llama`: `LlamaConfig` (@ 008e5743, `models/llama/configuration_llama.py`): vocab_size 32000,
   hidden_size 4096, intermediate_size 11008, num_hidden_layers 32, num_attention_heads 32,
   hidden_act silu (num_key_value_heads None: the heads; rms_norm_eps 1e-6);
-- `gpt_bigcode`: `GPTBigCodeConfig`: multi_query true (one key/value head).
+- `gpt_bigcode`: `GPTBigCodeConfig` (`models/gpt_bigcode/configuration_gpt_bigcode.py`):
+  multi_query true (one key/value head).
 """
 
 from __future__ import annotations
@@ -39,7 +43,19 @@ WRAPPERS: dict[str, str] = {
     "llama4": "the vision tower (Llama4VisionModel) and its projector",
     "gemma3": "the SigLIP vision tower and its projector",
     "llava": "the CLIP vision tower and its projector",
+    "mistral3": "the Pixtral vision tower and its projector",
+    "qwen2_vl": "the vision transformer (vision_config) and its merger",
+    "qwen2_5_vl": "the vision transformer (vision_config) and its merger",
 }
+#: wrappers that (in transformers before 4.52) write the text model's keys at the top level
+#: beside `vision_config` -> the text model type they are (Qwen2VLConfig, Qwen2_5_VLConfig:
+#: Qwen2's decoder, its M-RoPE a RoPE)
+_FLAT = {"qwen2_vl": "qwen2", "qwen2_5_vl": "qwen2"}
+#: a flat wrapper's keys that belong to the vision side (token ids of image / video spans)
+_VISION_KEYS = (
+    "vision_config", "vision_start_token_id", "vision_end_token_id", "vision_token_id",
+    "image_token_id", "video_token_id",
+)  # fmt: skip
 
 #: text model_type -> its config class's defaults for the shape keys (module doc)
 TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -65,27 +81,38 @@ _SAME = {
 }
 
 
-def unwrap(data: dict[str, Any], where: str) -> dict[str, Any]:
-    """`data`'s `text_config` if `data` is a wrapper lumos reads (`WRAPPERS`), else `data`.
-    Raises ConfigError naming `where` for a wrapper without a `text_config` mapping."""
+def unwrap(data: dict[str, Any], where: str) -> tuple[dict[str, Any], str]:
+    """`data`'s text model if `data` is a wrapper lumos reads (`WRAPPERS`), else `data`, and
+    the note to log once the text model has been read ("" for no wrapper). Raises
+    ConfigError naming `where` for a wrapper without a `text_config` mapping."""
     kind = data.get("model_type")
     if not isinstance(kind, str) or kind not in WRAPPERS:
-        return data
+        return data, ""
     text = data.get("text_config")
+    if text is None and kind in _FLAT:
+        text = {k: v for k, v in data.items() if k not in _VISION_KEYS}
     if not isinstance(text, dict):
         raise ConfigError(
             f"{where}: a {kind!r} wrapper needs its text model in 'text_config' (a mapping)"
         )
     out = dict(text)
+    if kind in _FLAT:  # its text_config's own type (qwen2_5_vl_text) is Qwen2's decoder too
+        out["model_type"] = _FLAT[kind]
     if "tie_word_embeddings" not in out and data.get("tie_word_embeddings") is not None:
         out["tie_word_embeddings"] = data["tie_word_embeddings"]
     if "_name_or_path" in data and "_name_or_path" not in out:
         out["_name_or_path"] = data["_name_or_path"]
-    _LOG.warning(
-        "%s: model_type %r: pricing its text_config (model_type %r) only; %s are not priced",
-        where, kind, out.get("model_type"), WRAPPERS[kind],
-    )  # fmt: skip
-    return out
+    note = (
+        f"{where}: model_type {kind!r}: priced as its text model (model_type "
+        f"{out.get('model_type')!r}); {WRAPPERS[kind]} are not priced"
+    )
+    return out, note
+
+
+def log_note(note: str) -> None:
+    """Log `unwrap`'s note (a warning: the step leaves out the vision side)."""
+    if note:
+        _LOG.warning("%s", note)
 
 
 def with_defaults(data: dict[str, Any], aliases: dict[str, tuple[str, ...]]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from lumos.api import estimate
+from lumos.errors import ConfigError
 from lumos.simulator.workload.spec import Mlp, Norm, load_model, model_from_dict
 from tests.simulator.workload.model_battery import CONFIGS
 
@@ -83,6 +84,30 @@ def test_wrappers_price_their_text_model_with_the_class_defaults(
     notes = [r.getMessage() for r in caplog.records]
     assert any("'llava'" in n and "CLIP vision tower" in n and "not priced" in n for n in notes)
     assert any("'gemma3'" in n and "SigLIP" in n for n in notes)
+
+
+def test_mistral3_and_qwen_vl_wrappers_read_as_their_text_model() -> None:
+    """Mistral-Small-3.1-24B (`mistral3`, a Mistral text_config) and Qwen2.5-VL-7B
+    (`qwen2_5_vl`, the text keys at the top level beside `vision_config`) were refused
+    (`text_config`, unknown model type): 23.57 B against the card's 24B with its Pixtral
+    tower, and exactly Qwen2.5-7B's 7.615 B (the card's 8.29B holds the vision side)."""
+    mistral = load_model(CONFIGS / "Mistral-Small-3.1-24B-Instruct-2503.json")
+    h, layers, ffn, vocab = 5120, 40, 32768, 131072
+    per_layer = 2 * h * 32 * 128 + 2 * h * 8 * 128 + 3 * h * ffn + 2 * h
+    assert mistral.params() == layers * per_layer + h + 2 * vocab * h == 23_572_403_200
+    qwen_vl = load_model(CONFIGS / "Qwen2.5-VL-7B-Instruct.json")
+    assert qwen_vl.params() == load_model(CONFIGS / "Qwen2.5-7B.json").params()
+    assert (qwen_vl.layers, qwen_vl.window) == (28, 0)  # use_sliding_window false
+
+
+def test_a_wrapper_around_an_unknown_text_model_is_refused_naming_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Ministral 3's wrapper holds a `ministral3` text model lumos does not know: refused for
+    that model type, and no "priced as its text model" note is logged before it."""
+    with caplog.at_level(logging.WARNING), pytest.raises(ConfigError, match="'ministral3'"):
+        load_model(CONFIGS / "Ministral-3-3B-Reasoning-2512.json")
+    assert not [r for r in caplog.records if "priced as its text model" in r.getMessage()]
 
 
 def test_a_wrapper_estimates_like_its_text_model(tmp_path: Path) -> None:
