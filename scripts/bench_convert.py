@@ -62,23 +62,25 @@ def _write_array_doc(path: Path, head: dict[str, Any], key: str, items: Any) -> 
     return count
 
 
+def host_copies(host: dict[str, Any], copies: int) -> Any:
+    """The host ET's nodes with its iteration repeated: new ids and rf_ids per copy."""
+    roots = {n["id"] for n in host["nodes"] if n["name"].startswith("[pytorch")}
+    id_span = max(n["id"] for n in host["nodes"]) + 1
+    rf_span = max(n["rf_id"] for n in host["nodes"]) + 1
+    yield from host["nodes"]
+    body = [n for n in host["nodes"] if n["id"] not in roots]
+    for c in range(1, copies):
+        for n in body:
+            m = dict(n, id=n["id"] + c * id_span, rf_id=n["rf_id"] + c * rf_span)
+            if m["parent"] not in roots:
+                m["parent"] += c * id_span
+            yield m
+
+
 def make_inputs(copies: int, out: Path) -> tuple[int, int, int]:
     """Write host_rank0.json and kineto_rank0.json; returns (host nodes, events, X events)."""
     host = _member(FIX / "dlrm_pytorch_et.tar.gz", "dlrm_eg_0")
     kin = _member(FIX / "dlrm_kineto.tar.gz", "worker0_")
-    roots = {n["id"] for n in host["nodes"] if n["name"].startswith("[pytorch")}
-    id_span = max(n["id"] for n in host["nodes"]) + 1
-    rf_span = max(n["rf_id"] for n in host["nodes"]) + 1
-
-    def host_nodes() -> Any:
-        yield from host["nodes"]
-        body = [n for n in host["nodes"] if n["id"] not in roots]
-        for c in range(1, copies):
-            for n in body:
-                m = dict(n, id=n["id"] + c * id_span, rf_id=n["rf_id"] + c * rf_span)
-                if m["parent"] not in roots:
-                    m["parent"] += c * id_span
-                yield m
 
     events = kin["traceEvents"]
     step = next(e for e in events if e.get("name", "").startswith("ProfilerStep"))
@@ -107,7 +109,7 @@ def make_inputs(copies: int, out: Path) -> tuple[int, int, int]:
         yield from once
 
     head = {k: v for k, v in host.items() if k != "nodes"}
-    n_host = _write_array_doc(out / "host_rank0.json", head, "nodes", host_nodes())
+    n_host = _write_array_doc(out / "host_rank0.json", head, "nodes", host_copies(host, copies))
     khead = {k: v for k, v in kin.items() if k != "traceEvents"}
     n_ev = _write_array_doc(out / "kineto_rank0.json", khead, "traceEvents", kineto_events())
     n_x = 1 + sum(e.get("ph") == "X" for e in once) + copies * sum(e.get("ph") == "X" for e in body)

@@ -183,21 +183,31 @@ def ready_ns(table: TaskTable, ops: np.ndarray, blocking_from_call: bool = False
     the call's start and its stream predecessor's end, and a copy behind a kernel that a
     what-if shortens starts earlier."""
     start = table.start[ops]
-    end = table.start + table.dur
     prev = table.ctrl[ops]
-    ready = np.where(prev >= 0, end[np.maximum(prev, 0)], np.iinfo(np.int64).min)
+    ready = np.where(prev >= 0, _ends(table, np.maximum(prev, 0)), np.iinfo(np.int64).min)
     first = table.data1[ops]
     has = first >= 0
-    dep_end = end[np.maximum(first, 0)]
+    dep_end = _ends(table, np.maximum(first, 0))
     launched = has & (table.kind[np.maximum(first, 0)] == TaskKind.CPU)
     blocking = launched & (dep_end > start)
     from_call = table.start[np.maximum(first, 0)] if blocking_from_call else start
     dep_end = np.where(blocking, from_call, dep_end)
     ready = np.maximum(ready, np.where(has, dep_end, ready))
     if table.extra:
-        pos = {int(t): k for k, t in enumerate(ops.tolist())}
-        for task, deps in table.extra.items():
-            k = pos.get(task)
+        # only the rows asked for, not the whole table: the graph-launch joins and the
+        # wait inference ask for one op at a time, once per op (`bench_convert_scale.py`)
+        extra = table.extra
+        if len(ops) <= len(extra):
+            found = [(k, extra.get(t)) for k, t in enumerate(ops.tolist())]
+        else:
+            pos = {int(t): k for k, t in enumerate(ops.tolist())}
+            found = [(pos.get(t), deps) for t, deps in extra.items()]
+        for k, deps in found:
             if k is not None and deps:
-                ready[k] = max(int(ready[k]), max(int(end[d]) for d in deps))
+                ready[k] = max(int(ready[k]), max(table.end(d) for d in deps))
     return ready
+
+
+def _ends(table: TaskTable, rows: np.ndarray) -> np.ndarray:
+    """Recorded end (ns) of each task of `rows`."""
+    return table.start[rows] + table.dur[rows]
