@@ -197,6 +197,7 @@ def ready_ns(table: TaskTable, ops: np.ndarray, blocking_from_call: bool = False
         # only the rows asked for, not the whole table: the graph-launch joins and the
         # wait inference ask for one op at a time, once per op (`bench_convert_scale.py`)
         extra = table.extra
+        found: list[tuple[int | None, list[int] | None]]
         if len(ops) <= len(extra):
             found = [(k, extra.get(t)) for k, t in enumerate(ops.tolist())]
         else:
