@@ -149,6 +149,16 @@ NO_MTP = ("NeMo AutoModel",)
 #: GroupedExpertsDeepEP runs grouped_gemm's CUTLASS `gmm` (default) or `torch._grouped_mm`
 #: (nemo_automodel/components/moe/layers.py, its docstring: "Supports two GEMM backends")
 FUSED_GROUPED_GEMM = ("NeMo AutoModel",)
+#: frameworks whose MoE rows run PyTorch FSDP2 (`zero_fsdp` "FSDP2 ..."): NeMo AutoModel's
+#: own MoE models on their Transformer Engine backend, its `moe.parallelizer.apply_fsdp`
+#: (the `automodel` profile, `fsdp_moe`), where the row states its EP degree and runs TE
+#: attention. The rest stay priced as Megatron-Core with the distributed optimizer: multi-
+#: head latent attention (DeepSeek-V3, Kimi K2) and hybrid Mamba (Nemotron 3) are not
+#: modelled under FSDP2 (the plan refuses them); GPT-OSS's table gives no EP ('-'; its
+#: benchmark configs say ep_size 64 / 8, examples/benchmark/configs/gptoss_{120b,20b}_
+#: te_deepep.yaml @ 037e04a, a later commit than the table's) and runs FlexAttention
+#: (`attn: flex`), whose kernel rate lumos has no source for.
+FSDP2_MOE = ("NeMo AutoModel",)
 #: uneven pipeline splits the runs' own configs state, by (framework, built-in model), used
 #: where the row is pipelined (and, for a layout, has its pp x vp chunks):
 #: - Megatron-Bridge DeepSeek-V3 on H100 (PP 8 x VP 4): `layout="Et|(tt|)*30mL"` in
@@ -295,6 +305,9 @@ def parse_moe(r: dict[str, str]) -> Row | str:
         model = replace(model, layers=int(r["layers"])) if spec else model
         if r["framework"].startswith(NO_MTP):
             model = replace(model, mtp_layers=0)
+        fsdp2 = r["framework"].startswith(FSDP2_MOE) and r["zero_fsdp"].startswith("FSDP2")
+        te_attention = "FlexAttention" not in r.get("notes", "")
+        fsdp2 = fsdp2 and not model.mla and not model.pattern and te_attention and bool(r["ep"])
         plan = ParallelPlan.build(
             model,
             **_layout(r),
@@ -302,7 +315,8 @@ def parse_moe(r: dict[str, str]) -> Row | str:
             recompute=mb["recompute"],
             ep=int(r["ep"] or 1),
             etp=int(mb["etp"]),
-            zero=int(mb["zero"]),
+            zero=3 if fsdp2 else int(mb["zero"]),
+            framework="automodel" if fsdp2 else "megatron",
             recompute_modules=modules,
             a2a_overlap=overlap,
             dispatcher="flex" if flex else "alltoall",

@@ -275,6 +275,7 @@ FRAMEWORKS = (
     "torchtitan-compile",
     "olmo-core",
     "hf-eager",
+    "automodel",
     "llm-foundry",
 )
 
@@ -289,7 +290,8 @@ def framework_option(func: F) -> F:
         help="Whose kernels run the layer: Megatron-LM / NeMo / Megatron-Bridge with Transformer "
         "Engine, torchtitan in eager PyTorch (FSDP2), torchtitan under torch.compile, OLMo-core "
         "(torchtitan-compile with a fused loss), a Hugging Face model class in eager PyTorch "
-        "(hf-eager: Trainer / Accelerate with flash-attn 2, DeepSpeed ZeRO or FSDP1), or "
+        "(hf-eager: Trainer / Accelerate with flash-attn 2, DeepSpeed ZeRO or FSDP1), NeMo "
+        "AutoModel's MoE models (automodel: Transformer Engine kernels under FSDP2), or "
         "llm-foundry (Composer + PyTorch FSDP1). "
         "Another stack: docs/estimate.md, 'Which --framework for my stack'.",
     )(func)

@@ -6,7 +6,9 @@ with the final norm, the output GEMM (BF16) and the vocab-parallel cross-entropy
 small TP all-reduces), after the multi-token-prediction layers where the model has them
 (`mtp`). Under ZeRO-3 (FSDP) every layer's weights are all-gathered over
 the DP group before its forward and again before its backward, prefetched one layer
-ahead, and its gradients reduce-scattered after its backward, on the DP stream. Blocks
+ahead, and its gradients reduce-scattered after its backward, on the DP stream; an MoE
+layer's routed experts are their own unit over the expert-data-parallel group
+(`fsdp_moe`). Blocks
 are built once per distinct (layers, embedding, output, pass) and shared by every
 micro-batch and every rank that runs them; `marks` name the node that ends each layer's
 backward (`layer<i>`), so gradient buckets can wait for it.
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 
 from lumos.simulator.network.api import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
 from lumos.simulator.workload import elementwise as ew
+from lumos.simulator.workload import fsdp_moe as fm
 from lumos.simulator.workload import fsdp_pp, lora
 from lumos.simulator.workload import nccl_share as share
 from lumos.simulator.workload import zero3_tensor as z3
@@ -172,6 +175,10 @@ def build_chunk(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Froz
     blk = Block(names)
     fsdp = ctx.plan.step_zero == 3 and _dp_size(ctx) > 1
     lp, trained = fsdp_layer_params(ctx)
+
+    def units(i: int) -> tuple[fm.Unit, ...]:
+        return fm.layer_units(ctx, first_layer + i, (lp, trained))
+
     emb_params = ctx.vocab * ctx.h
     waits: tuple[int, ...] = ()
     if key.forward:
@@ -179,18 +186,18 @@ def build_chunk(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Froz
             if fsdp:
                 waits = (_fsdp_gather(blk, ctx, "embedding", emb_params, -1),)
             waits = _embedding_fwd(blk, ctx) if not waits else (*waits, *_embedding_fwd(blk, ctx))
-        gather = _fsdp_gather(blk, ctx, f"layer{first_layer}", lp, -1) if fsdp else -1
+        gather = fm.gather(blk, ctx, f"layer{first_layer}", units(0), -1) if fsdp else -1
         for i in range(key.layers):
             tag = f"layer{first_layer + i}"
             start = len(blk.name)
             if fsdp and i + 1 < key.layers:
-                nxt = _fsdp_gather(blk, ctx, f"layer{first_layer + i + 1}", lp, start - 1)
+                nxt = fm.gather(blk, ctx, f"layer{first_layer + i + 1}", units(i + 1), start - 1)
             else:
                 nxt = -1
-            copied = _copy_out(blk, ctx, tag, gather, lp)
+            copied = _copy_out(blk, ctx, tag, gather, fm.gathered(units(i)))
             layer_forward(blk, ctx, tag, (*waits, copied), first_layer + i)
             if nxt >= 0:
-                share.add_share(blk, ctx, tag, start, share.wire_bytes(lp * BF16, _dp_size(ctx)))
+                share.add_share(blk, ctx, tag, start, fm.wire(units(i + 1), (), 0))
             waits, gather = (), nxt
         if key.output:
             if fsdp:
@@ -215,28 +222,27 @@ def build_chunk(ctx: Ctx, names: Names, key: ChunkKey, first_layer: int) -> Froz
 
             mtp_backward(blk, ctx)
     top = f"layer{first_layer + key.layers - 1}"
-    gather = _fsdp_gather(blk, ctx, top, lp, blk.last_compute) if fsdp else -1
+    gather = fm.gather(blk, ctx, top, units(key.layers - 1), blk.last_compute) if fsdp else -1
     for i in reversed(range(key.layers)):
         tag = f"layer{first_layer + i}"
         start = len(blk.name)
         # backward prefetch (FSDP's BACKWARD_PRE default, FSDP2's one-ahead prefetch):
         # the next layer's gather is issued as this layer's backward starts
-        nxt = (
-            _fsdp_gather(blk, ctx, f"layer{first_layer + i - 1}", lp, start - 1)
-            if fsdp and i > 0
-            else -1
-        )
-        copied = _copy_out(blk, ctx, tag, gather, lp)
+        below = units(i - 1) if fsdp and i > 0 else ()
+        nxt = fm.gather(blk, ctx, f"layer{first_layer + i - 1}", below, start - 1)
+        copied = _copy_out(blk, ctx, tag, gather, fm.gathered(units(i)))
         end = layer_backward(blk, ctx, tag, (*waits, copied), first_layer + i)
         if fsdp:  # beside: the gather below (nxt) and the reduce-scatter above
-            full = lp * BF16 * (nxt >= 0) + trained * _reduce_bytes(ctx) * (i + 1 < key.layers)
-            share.add_share(blk, ctx, tag, start, share.wire_bytes(full, _dp_size(ctx)))
+            above = units(i + 1) if i + 1 < key.layers else ()
+            share.add_share(blk, ctx, tag, start, fm.wire(below, above, _reduce_bytes(ctx)))
         waits, gather = (), nxt
         blk.mark(f"layer{i}", end)
-        if fsdp:
+        if fsdp and not ctx.model.moe:
             _grad_reduce(blk, ctx, tag, end, trained)
+        elif fsdp:
+            fm.reduce(blk, ctx, tag, units(i), end, _reduce_bytes(ctx))
         if ctx.plan.fsdp_under_pp:
-            fsdp_pp.accumulate(blk, ctx, tag, lp)
+            fsdp_pp.accumulate(blk, ctx, tag, fm.held(units(i)))
     if key.embedding:
         if not ctx.plan.lora_rank:  # a frozen embedding takes no gradient (LoRA)
             _embedding_bwd(blk, ctx)

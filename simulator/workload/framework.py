@@ -74,6 +74,20 @@ more or less, bytes it moves, an attention kernel, what a collective waits for).
   its weight on every forward (`unfused_casts`). MPT's linears carry biases (`no_bias:
   false`): a BF16 `nn.Linear`'s bias gradient is its own reduction over the tokens
   (`bias_sum`; TE fuses it into the GEMM epilogue or the FP8 cast-transpose).
+* ``automodel``: NVIDIA NeMo AutoModel's own MoE models (Qwen3 MoE, GPT-OSS, DeepSeek-V3,
+  ...) on their Transformer Engine backend, as its benchmark configs run them
+  (NVIDIA-NeMo/Automodel examples/benchmark/configs/qwen3_moe_30b_te_deepep.yaml @
+  092af93: `BackendConfig` attn te, linear te, rms_norm te, enable_deepep): TE's fused
+  norms and linears and cuDNN attention, so ``megatron``'s kernels, the experts' grouped
+  GEMMs and DeepEP dispatch through AutoModel's copy of Megatron-Core's flex token
+  dispatcher (nemo_automodel/components/moe/megatron/token_dispatcher.py); but the data
+  parallelism is PyTorch FSDP2 `fully_shard` per block, param BF16 / reduce FP32
+  (nemo_automodel/components/moe/parallelizer.py `apply_fsdp` @ 4a37629), the experts
+  their own unit over the EP-shard mesh (`fsdp_moe`), the vocabulary unpadded. Not
+  modelled (kept as ``megatron``'s): its loss (`MaskedCrossEntropy`, `fp32_upcast`
+  false) and `reshard_after_forward` False (parameters kept gathered from forward to
+  backward: `parallelize_model`'s default there; whether the recipe passes it through
+  was not checked); no TP overlap (AutoModel refuses TP for these models).
 """
 
 from __future__ import annotations
@@ -220,6 +234,8 @@ PROFILES = {
         eager_loss=True,
         rope_chain="rope_rotate_half",
     ),
+    # NeMo AutoModel's MoE models on their Transformer Engine backend under FSDP2
+    "automodel": Profile("automodel", fsdp2=True, tp_backward_overlap=False),
     "llm-foundry": Profile(
         "llm-foundry",
         attention="fa2",

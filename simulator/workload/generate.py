@@ -27,7 +27,7 @@ from lumos.errors import ConfigError
 from lumos.simulator.costmodel.kernels import KernelModel
 from lumos.simulator.graph import RankGraph
 from lumos.simulator.network.api import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
-from lumos.simulator.workload import fp8_params, fsdp_pp, lora
+from lumos.simulator.workload import fp8_params, fsdp_moe, fsdp_pp, lora
 from lumos.simulator.workload.assemble import Pieces
 from lumos.simulator.workload.block import (
     DP,
@@ -43,7 +43,6 @@ from lumos.simulator.workload.block import (
 from lumos.simulator.workload.chunk import ChunkKey, build_chunk, deferred_wgrads
 from lumos.simulator.workload.cp_torch import CP_NEXT, CP_PREV
 from lumos.simulator.workload.dims import BF16, Ctx
-from lumos.simulator.workload.hybrid_spec import kind_params
 from lumos.simulator.workload.layout import Coords, Layout
 from lumos.simulator.workload.plan import ParallelPlan, Recompute
 from lumos.simulator.workload.schedule import Step, stage_order, units
@@ -124,17 +123,12 @@ class Generator:
 
     def _dense_layer_params(self, index: int) -> int:
         """Weights of layer `index` on one TP rank outside its routed experts."""
-        if self.model.pattern:  # a hybrid's layers differ by kind (`hybrid_spec`)
-            return self.ctx.local_params(kind_params(self.model, self.model.pattern[index]))
-        if self.model.is_moe_layer(index):
-            return self.ctx.local_params(self.model.moe_dense_params())
-        return self.ctx.layer_params_local()
+        return fsdp_moe.dense_layer_params(self.ctx, index)
 
     def expert_params(self, v: int) -> list[int]:
         """Routed-expert weights per layer of virtual stage `v` on one rank (the
         `experts / ep` local experts, each split over expert TP)."""
-        p, m = self.plan, self.model
-        local = m.experts // p.ep * m.expert_params() // p.expert_tp if m.moe else 0
+        m, local = self.model, fsdp_moe.local_experts(self.ctx)
         first = self.first_layer[v]
         out = [local if m.is_moe_layer(first + i) else 0 for i in range(self.chunk_layers[v])]
         if v == len(self.chunk_layers) - 1 and m.mtp_layers and m.is_moe_layer(m.layers):

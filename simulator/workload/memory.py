@@ -29,7 +29,8 @@ the up-projections' outputs are re-read by the fused RoPE kernels, whose backwar
 no input, so they are not kept; under the `mla_up_proj` recompute module q, k and v are
 not kept either. Mixture of experts: the routed experts' weights, gradients and optimizer
 states are those of this rank's `experts / ep` experts (split over expert TP), the optimizer
-states divided over the expert-data-parallel group; an MoE layer keeps its router logits,
+states divided over the expert-data-parallel group (under FSDP2 their weights and
+gradients too, `fsdp_moe`: with `ep` 1 the block's group); an MoE layer keeps its router logits,
 the permuted tokens (top_k copies of each, FC1's input), the expert FC1 and activation
 outputs (Megatron-Core applies the routing probabilities inside the activation, so the
 expert outputs are not kept), plus its shared expert's activations. Under FP8 the two
@@ -53,6 +54,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 
 from lumos.simulator.workload.dims import BF16, Ctx
+from lumos.simulator.workload.fsdp_moe import gathered, layer_units
 from lumos.simulator.workload.plan import Precision, Recompute
 from lumos.simulator.workload.zero3_tensor import layer_tensors
 
@@ -219,6 +221,9 @@ def _gathered_unit(ctx: Ctx) -> int:
     (`fsdp_unit="tensor"`: `fetch_sub_module` gathers one sub-module's weight, released
     after use above `stage3_max_live_parameters`, 1e9) the largest of the layer's tensors
     (`zero3_tensor.layer_tensors`)."""
+    if ctx.plan.fsdp_unit != "tensor" and ctx.model.moe:  # the largest layer's units
+        lp = ctx.layer_params_local()
+        return max(gathered(layer_units(ctx, i, (lp, lp))) for i in range(ctx.model.layers))
     if ctx.plan.fsdp_unit != "tensor":
         return ctx.layer_params_local()
     return max(t.elements for t in layer_tensors(ctx))
@@ -283,11 +288,15 @@ def estimate_memory(
             g = (dense / dp + experts[stage] / plan.expert_dp) * BF16
         if plan.fsdp_under_pp:  # FSDP2's FP32 unsharded accumulator (fsdp_pp)
             g = params * (FP32 + FP32 / dp)
+            if experts[stage]:  # and the sharded gradients, experts' over expert DP
+                g = params * FP32 + (dense / dp + experts[stage] / plan.expert_dp) * FP32
         o = float(params * 12)
         if plan.zero >= 1:
             o = dense * 12 / dp + experts[stage] * 12 / plan.expert_dp
-        if plan.step_zero == 3:
-            w, g = w / dp + 2 * _gathered_unit(ctx) * BF16, g / dp
+        if plan.step_zero == 3:  # routed experts sharded over their own group (fsdp_moe)
+            edp, wb = (plan.expert_dp if plan.ep > 1 else dp), _weight_bytes(ctx)
+            w = dense * wb / dp + experts[stage] * wb / edp + 2 * _gathered_unit(ctx) * BF16
+            g = dense * BF16 / dp + experts[stage] * BF16 / edp
         if stage_adapters is not None:  # LoRA: frozen weights, trained BF16 adapters
             a, fsdp = stage_adapters[stage], plan.step_zero == 3
             w, g, o = (

@@ -2,8 +2,9 @@
 not set): Megatron-Core's own rules for expert parallelism (`ep` divides the experts,
 `etp` x `ep` divides a stage's data-parallel ranks, sequence parallelism with TP), its
 checks of the all-to-all overlap (`overlap_moe_expert_parallel_comm`,
-`transformer_config.py`), and lumos's own limits (the megatron framework, no ZeRO-3, the
-flex dispatcher with etp 1, the dispatcher / grouped-GEMM / routing values it models).
+`transformer_config.py`), and lumos's own limits (the megatron framework, or FSDP2 with
+ZeRO-3 on the PyTorch stacks, `fsdp_moe`; the flex dispatcher with etp 1, the
+dispatcher / grouped-GEMM / routing values it models).
 Called by `ParallelPlan.check`."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from lumos.errors import ConfigError
+from lumos.simulator.workload.framework import profile
 from lumos.simulator.workload.spec import ModelSpec
 
 
@@ -41,10 +43,7 @@ def check_experts(plan: Any, model: ModelSpec) -> None:
         )
     if model.moe_ffn % plan.expert_tp or model.shared_ffn % plan.tp:
         raise ConfigError("plan: etp / tp must divide moe_ffn and shared_ffn")
-    if plan.zero == 3:
-        raise ConfigError("plan: zero 3 (FSDP) with experts is not modelled")
-    if plan.framework != "megatron":
-        raise ConfigError("plan: experts are modelled with the megatron framework only")
+    _check_fsdp2(plan)
     if plan.tp > 1 and not plan.sequence_parallel:
         raise ConfigError("plan: Megatron-Core needs sequence parallelism for MoE with tp > 1")
     _check_a2a_overlap(plan)
@@ -59,6 +58,35 @@ def check_experts(plan: Any, model: ModelSpec) -> None:
             "plan: the flex (DeepEP) dispatcher is modelled with ep > 1 and etp 1 only"
         )
     _check_routing(plan)
+
+
+def _check_fsdp2(plan: Any) -> None:
+    """Experts run on Megatron-Core (ZeRO 0-2) or on a PyTorch FSDP2 stack with `zero` 3
+    (`fsdp_moe`): blocks and experts sharded per layer, experts as one grouped GEMM
+    (torchtitan's `torch._grouped_mm`, AutoModel's `gmm`) or a per-expert loop, without
+    Megatron-Core's all-to-all overlap."""
+    fsdp2 = profile(plan.framework).fsdp2
+    if plan.zero == 3 and not fsdp2:
+        raise ConfigError(
+            "plan: zero 3 (FSDP) with experts is modelled as PyTorch FSDP2 shards them "
+            "(frameworks torchtitan, torchtitan-compile, olmo-core, automodel), not under "
+            f"{plan.framework}"
+        )
+    if plan.framework == "megatron":
+        return
+    if plan.zero != 3 or plan.fsdp_unit != "layer":
+        raise ConfigError(
+            f"plan: experts under {plan.framework} are modelled with FSDP2 (zero 3, "
+            "fsdp_unit 'layer'); other data parallelism with experts on the megatron "
+            "framework only"
+        )
+    if plan.grouped_gemm == "te" or plan.a2a_overlap:
+        raise ConfigError(
+            f"plan: experts under {plan.framework} run as one grouped GEMM "
+            "(grouped_gemm 'fused': torch._grouped_mm) or a per-expert loop ('sequential'), "
+            "without a2a_overlap (Transformer Engine's per-expert GEMMs and Megatron-Core's "
+            "all-to-all overlap are megatron's)"
+        )
 
 
 def _check_routing(plan: Any) -> None:

@@ -22,6 +22,7 @@ from lumos.hwconfigs.schema import SystemSpec
 from lumos.limits import MAX_ET_NODES, MAX_NODES
 from lumos.simulator.costmodel.kernels import KernelModel
 from lumos.simulator.costmodel.stragglers import slowest_gpu
+from lumos.simulator.workload import fsdp_moe
 from lumos.simulator.workload.autorecompute import AutoRecompute, choose_recompute
 from lumos.simulator.workload.breakdown import Breakdown
 from lumos.simulator.workload.generate import GeneratedStep, Generator
@@ -240,6 +241,7 @@ def estimate(
             *_lora_assumption(spec, plan),
             *gen.ctx.vocab_notes(),
             *([MOE_ASSUMPTION, MOE_ACCURACY] if spec.moe else []),
+            *fsdp_moe.notes(spec.moe, plan.zero),
             *([HYBRID_ASSUMPTION] if spec.pattern else []),
             *filter(None, [lenient_note(plan, spec.layers)]),
         ],

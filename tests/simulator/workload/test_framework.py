@@ -193,5 +193,6 @@ def test_cli_framework_option_is_the_plan_field() -> None:
         "torchtitan-compile",
         "olmo-core",
         "hf-eager",
+        "automodel",
         "llm-foundry",
     }
