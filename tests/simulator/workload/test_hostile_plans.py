@@ -38,7 +38,7 @@ REFUSED: list[tuple[str, str, dict[str, Any], type[LumosError], str]] = [
         "DeepSeek-V2-Lite",
         {"framework": "torchtitan"},
         ConfigError,
-        "experts are modelled with the megatron framework only",
+        r"experts under torchtitan are modelled with FSDP2 \(zero 3",
     ),
     ("huge-gbs", "Llama-3.2-1B", {"gbs": 8 * 10**9}, ResourceLimitError, "micro-batches"),
     ("huge-world", "Llama-3.2-1B", {"dp": 10**7, "gbs": 10**7}, ResourceLimitError, "world"),
