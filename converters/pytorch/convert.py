@@ -32,6 +32,7 @@ from lumos.converters.chakra.archive import open_tar
 from lumos.converters.chakra.attrs import make_attr
 from lumos.converters.chakra.set_output import rank_set_output
 from lumos.converters.pytorch import forked
+from lumos.converters.pytorch.acyclic import check_acyclic
 from lumos.converters.pytorch.comm import CommRecord, check_sequences, groups_from
 from lumos.converters.pytorch.comm_tasks import CommContext
 from lumos.converters.pytorch.exec_graph import build_tasks, cpu_segments
@@ -273,6 +274,7 @@ def _convert_rank(
     finalize(table, step_start)
     _trim()
     path = job.out_dir / f"{job.prefix}.{item.rank}.et"
+    check_acyclic(table, item.rank, f"{job.prefix}.{item.rank}.et", sources)
     # The step's absolute start on the Kineto clock (its `ts` plus the trace's base time)
     # lets the simulator align ranks that entered the step at different times
     # (host-ET-only input has no common clock).

@@ -23,6 +23,7 @@ from lumos.converters.pytorch.flatten import Segments, flatten_thread, sends_fir
 from lumos.converters.pytorch.graph_launch import add_graph_edges
 from lumos.converters.pytorch.kineto import Kind, KinetoTrace
 from lumos.converters.pytorch.orphan_ops import (
+    orphan_launch_times,
     orphan_rows,
     pair_with_bare_launches,
     stand_in_launches,
@@ -169,9 +170,7 @@ def _gpu_tasks(
     gpu, launch, comm, stream, launch_ts, anchor = (
         a[order] for a in (gpu, launch, comm, stream, launch_ts, anchor)
     )
-    for k in np.flatnonzero(launch < 0).tolist():  # an orphan was launched with its stream's
-        if k and stream[k - 1] == stream[k]:  # previous op, for the searches by launch time
-            launch_ts[k] = launch_ts[k - 1]
+    launch_ts = orphan_launch_times(launch_ts, launch < 0, stream)
     base = len(table)
     dur = _clip_overlaps(trace.ts[gpu], trace.dur[gpu], stream)
     table.counts["gpu_records"] |= {

@@ -90,3 +90,32 @@ def pair_with_bare_launches(op_start: np.ndarray, launch_start: np.ndarray) -> n
             out[i] = free[0]
             used[free[0]] = True
     return out
+
+
+def orphan_launch_times(
+    launch_ts: np.ndarray, orphan: np.ndarray, stream: np.ndarray
+) -> np.ndarray:
+    """The launch times the stream searches use, with each orphan's put where it could
+    have been launched (ops sorted by stream, then start; `launch_ts` of an orphan: its
+    stand-in's end, or its own start).
+
+    A stream runs its ops in launch order, so an orphan was launched after the op before
+    it on its stream and before the linked op after it: its time is its stand-in's end
+    kept between those two, and each stream's times stay sorted for the searches. It is
+    never moved back to its predecessor's launch merely for being an orphan: a sync call
+    made before the orphan's stand-in would then count the orphan as launched before it
+    and wait for it, while the orphan waits for its stand-in behind that call, a cycle
+    (a device sync closing one step, then a step whose first op on a stream has no
+    launch record).
+    """
+    out = launch_ts.copy()
+    orphans = np.flatnonzero(orphan)
+    linked = np.flatnonzero(~orphan)
+    nxt = np.searchsorted(linked, orphans)  # the next linked op of each orphan, if any
+    nxt_pos = linked[np.minimum(nxt, max(len(linked) - 1, 0))] if len(linked) else orphans
+    same = (nxt < len(linked)) & (stream[nxt_pos] == stream[orphans])
+    hi = np.where(same, launch_ts[nxt_pos], np.iinfo(np.int64).max)
+    for k, top in zip(orphans.tolist(), hi.tolist(), strict=True):
+        own = min(int(out[k]), top)
+        out[k] = max(int(out[k - 1]), own) if k and stream[k - 1] == stream[k] else own
+    return out
