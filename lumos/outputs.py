@@ -75,17 +75,24 @@ def describe(exc: OSError) -> str:
     return (exc.strerror or str(exc)).lower()
 
 
-def refuse_link_loop(path: str | os.PathLike[str]) -> None:
-    """Raises OutputError if `path` (or a folder on its way) is a symbolic-link loop: no
-    output can be written there, and `Path.resolve` would raise RuntimeError."""
+def is_link_loop(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` (or a folder on its way) is a symbolic-link loop, which `exists`,
+    `is_dir` and `is_file` call absent and `Path.resolve` turns into RuntimeError."""
     try:
         os.stat(path)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise OutputError(
-                f"{path}: a symbolic link loop (its links point at each other); remove it "
-                "or name another output"
-            ) from None
+        return exc.errno == errno.ELOOP
+    return False
+
+
+def refuse_link_loop(path: str | os.PathLike[str]) -> None:
+    """Raises OutputError if `path` (or a folder on its way) is a symbolic-link loop: no
+    output can be written there."""
+    if is_link_loop(path):
+        raise OutputError(
+            f"{path}: a symbolic link loop (its links point at each other); remove it "
+            "or name another output"
+        )
 
 
 def output_target(path: str | os.PathLike[str]) -> Path:

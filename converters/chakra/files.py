@@ -6,9 +6,7 @@ Users point lumos at a folder, a prefix (`out/gpt`), one file, or a tar of per-r
 
 from __future__ import annotations
 
-import errno
 import io
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +17,7 @@ from lumos.converters.chakra.compressed import decompressing
 from lumos.converters.chakra.stream import EtReader
 from lumos.errors import RankSetError, TraceFormatError
 from lumos.leftovers import in_stale_staging
+from lumos.outputs import is_link_loop
 
 RANK_FILE = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et(?:\.gz)?$")
 
@@ -65,16 +64,6 @@ def _from_tar(path: Path) -> list[EtSource]:
 _RAW_SUFFIXES = (".json", ".json.gz", ".jsonl", ".pt.trace.json")
 
 
-def _is_link_loop(path: Path) -> bool:
-    """Whether `path` (or a folder on its way) is a symbolic-link loop, which `is_dir` and
-    `is_file` call absent: the trace would be "not found"."""
-    try:
-        os.stat(path)
-    except OSError as exc:
-        return exc.errno == errno.ELOOP
-    return False
-
-
 def find_et_sources(target: str | Path) -> list[EtSource]:
     """Resolve a folder, prefix, file or tar into per-rank sources, sorted by rank.
 
@@ -91,7 +80,7 @@ def find_et_sources(target: str | Path) -> list[EtSource]:
                 "writer into its folder removes it)"
             ]
         )
-    if _is_link_loop(path):
+    if is_link_loop(path):
         raise TraceFormatError(
             str(target), "a symbolic link loop (its links point at each other), not a trace"
         )

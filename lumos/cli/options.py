@@ -9,7 +9,6 @@ aliases that the help does not show.
 
 from __future__ import annotations
 
-import errno
 import math
 import os
 from collections.abc import Callable, Iterable
@@ -19,7 +18,7 @@ from typing import Any, TypeVar
 import click
 
 from lumos.errors import LumosError
-from lumos.outputs import output_target, refuse_link_loop
+from lumos.outputs import is_link_loop, output_target, refuse_link_loop
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -58,14 +57,11 @@ class InputPath(click.Path):
 
 def refuse_input_loop(path: str | os.PathLike[str]) -> None:
     """Raises BadOption (exit 2) if `path`, or a folder on its way, is a symbolic-link loop."""
-    try:
-        os.stat(path)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise BadOption(
-                f"{path}: a symbolic link loop (its links point at each other), not a file "
-                "or folder; name what the links were meant to point at"
-            ) from None
+    if is_link_loop(path):
+        raise BadOption(
+            f"{path}: a symbolic link loop (its links point at each other), not a file "
+            "or folder; name what the links were meant to point at"
+        )
 
 
 def trace_argument(**kwargs: Any) -> Callable[[F], F]:
