@@ -1,7 +1,8 @@
 """Writing an ASTRA-sim bundle folder, all or nothing.
 
 Everything goes into a temporary sibling folder first: workload ETs (each stating its node
-count), the four config files, `run.sh` with the exact ASTRA-sim command line, a README
+count; written rank by rank as the export yields them, so no more than one rank's nodes
+are held at once), the four config files, `run.sh` with the exact ASTRA-sim command line, a README
 and the manifest (`manifest.MARKER`: world size and every rank's node count). The pre-flight then loads that
 folder as ASTRA-sim would; only when it passes is the folder renamed into place, so a
 refused export never leaves a partial bundle behind.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,14 +41,19 @@ from lumos.staging import staging_dir
 
 @dataclass(frozen=True, slots=True)
 class BundleFiles:
-    """Everything a bundle holds, ready to write."""
+    """Everything a bundle holds, ready to write.
+
+    `workloads` is consumed once, rank by rank, each rank's nodes written before the next
+    is asked for (an exporter yields them as it maps them); `comm_groups` is called after
+    the last rank, since mapping the ranks numbers the groups.
+    """
 
     prefix: str
-    workloads: Sequence[tuple[pb.GlobalMetadata, Sequence[pb.Node]]]
+    workloads: Iterable[tuple[pb.GlobalMetadata, Sequence[pb.Node]]]
     system: AstraSystemConfig
     network: AstraNetworkConfig
     memory: AstraMemoryConfig
-    comm_groups: AstraCommGroups
+    comm_groups: Callable[[], AstraCommGroups]
     backend: str = "congestion-unaware"
 
 
@@ -60,7 +66,8 @@ def write_bundle(
 ) -> PreflightReport:
     """Write, pre-flight and move a bundle into `out_dir`; returns the pre-flight report.
 
-    Raises ExportError (and leaves nothing behind) if the pre-flight fails, or if
+    Raises ExportError (and leaves nothing behind) if the pre-flight fails, if consuming
+    `files.workloads` raises (a rank the exporter refuses), or if
     `out_dir` exists and `force` is not set, or is set but `out_dir` is not a bundle
     lumos wrote (no `MARKER` file): --force never deletes a folder of the user's.
     """
@@ -102,19 +109,22 @@ def write_bundle(
 
 
 def _write_files(folder: Path, files: BundleFiles) -> None:
-    counts = []
+    counts: list[int] = []
+    producer = "lumos"
     for rank, (metadata, nodes) in enumerate(files.workloads):
         meta = with_node_count(metadata, len(nodes))
         write_et(folder / WORKLOAD_DIR / f"{files.prefix}.{rank}.et", meta, nodes)
+        if not counts:
+            producer = str(get_attr(metadata, "producer", "lumos"))
         counts.append(len(nodes))
-    producer = str(get_attr(files.workloads[0][0], "producer", "lumos")) if counts else "lumos"
+        del nodes  # before the next rank is mapped: one rank's nodes held at once
     write_manifest(folder, Manifest(producer, files.prefix, len(counts), tuple(counts)))
     dump_astra_system(files.system, folder / "system.json")
     dump_astra_network(files.network, folder / "network.yml")
     dump_astra_memory(files.memory, folder / "memory.json")
-    dump_astra_comm_groups(files.comm_groups, folder / "comm_group.json")
+    dump_astra_comm_groups(files.comm_groups(), folder / "comm_group.json")
     script = folder / "run.sh"
-    script.write_text(run_script(files.prefix, len(files.workloads), files.backend))
+    script.write_text(run_script(files.prefix, len(counts), files.backend))
     script.chmod(0o777 & ~umask())  # executable, as the umask allows
 
 

@@ -9,6 +9,7 @@ through the pre-flight (`astra_bundle`). Library entry point: `export_astra_sim`
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,18 +24,20 @@ from lumos.converters.astra_sim.config_files import (
 from lumos.converters.astra_sim.graph import build_rank_graph
 from lumos.converters.astra_sim.groups import GroupTable
 from lumos.converters.astra_sim.hw import astra_memory, astra_network, astra_system, one_dimensional
-from lumos.converters.astra_sim.nodes import Fix, Kind
-from lumos.converters.astra_sim.p2p_window import carried_p2p
+from lumos.converters.astra_sim.nodes import Fix, Kind, classify
+from lumos.converters.astra_sim.p2p_window import Carried, carried_p2p
 from lumos.converters.astra_sim.preflight import PreflightReport
 from lumos.converters.astra_sim.readme import render_readme
 from lumos.converters.astra_sim.run_script import BACKEND_BINARY, shell_command
 from lumos.converters.astra_sim.workload import ExportOptions, RankExport, check_ranks, export_rank
 from lumos.converters.chakra.attrs import make_attr
 from lumos.converters.chakra.conventions import META_PRODUCER, META_RANK, META_WORLD_SIZE
-from lumos.converters.chakra.files import find_et_sources
+from lumos.converters.chakra.files import EtSource, find_et_sources
 from lumos.converters.chakra.stream import ET_SCHEMA_VERSION
 from lumos.errors import ConfigError, ExportError
 from lumos.proto import pb
+
+_P2P_TYPES = (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,55 +110,88 @@ def export_astra_sim(request: ExportRequest) -> ExportSummary:
     if request.comm_groups_file is not None:
         data = load_pg_ranks(request.comm_groups_file)  # checked: ConfigError naming it
         groups.load_id_file(data, str(request.comm_groups_file))
-    loaded = []
-    for source in sources:
-        with source.open() as reader:
-            nodes = list(reader)
-            groups.learn(reader.metadata, nodes, source.path)
-        loaded.append((source, reader.metadata, nodes))
-    carried = carried_p2p([(source.rank, meta, nodes) for source, meta, nodes in loaded])
+    carried = _cross_rank_inputs(sources, groups)
     exports: list[RankExport] = []
-    problems: list[str] = []
-    for source, _, nodes in loaded:
-        try:
-            graph = build_rank_graph(source.rank, source.path, nodes)
-            exports.append(
-                export_rank(
-                    graph, groups, network.npus_count, request.options, carried.of(source.rank)
-                )
-            )
-        except ExportError as exc:
-            problems.append(str(exc))
-    if problems:
-        raise ExportError(
-            f"cannot export {request.target} to ASTRA-sim ({len(problems)} of {world} ranks "
-            "refused; nothing written):\n"
-            + "\n".join(problems[:8])
-            + (f"\n... and {len(problems) - 8} more ranks" if len(problems) > 8 else "")
-        )
     prefix = sources[0].prefix
+
+    def workloads() -> Iterator[tuple[pb.GlobalMetadata, list[pb.Node]]]:
+        """Each rank mapped and handed to the writer, then dropped: one rank held at once.
+        A refused rank stops the writing, not the mapping: every rank's problems are
+        listed, then the export (and its staging folder) is refused."""
+        problems: list[str] = []
+        for source in sources:
+            try:
+                done = _export_one(source, groups, network.npus_count, request.options, carried)
+            except ExportError as exc:
+                problems.append(str(exc))
+                continue
+            if not problems:
+                yield _metadata(done.rank, world), done.nodes
+            done.nodes = []  # written: keep only the rank's summary
+            exports.append(done)
+        if problems:
+            raise ExportError(
+                f"cannot export {request.target} to ASTRA-sim ({len(problems)} of {world} "
+                "ranks refused; nothing written):\n"
+                + "\n".join(problems[:8])
+                + (f"\n... and {len(problems) - 8} more ranks" if len(problems) > 8 else "")
+            )
+
     files = BundleFiles(
         prefix=prefix,
-        workloads=[(_metadata(e.rank, world), e.nodes) for e in exports],
+        workloads=workloads(),
         system=system,
         network=network,
         memory=astra_memory(),
-        comm_groups=AstraCommGroups(
+        comm_groups=lambda: AstraCommGroups(
             tuple(sorted((gid, members) for members, gid in groups.ids.items()))
         ),
         backend=request.backend,
     )
     note = carried.note()
-    summary = _summary(
-        request, prefix, exports, groups, network, system, config_notes + ([note] if note else [])
-    )
+    made: list[ExportSummary] = []  # summed once every rank is mapped, for the README
 
     def readme(report: PreflightReport) -> str:
-        summary.preflight = report
-        return render_readme(summary)
+        notes = config_notes + ([note] if note else [])
+        made.append(_summary(request, prefix, exports, groups, network, system, notes))
+        made[0].preflight = report
+        return render_readme(made[0])
 
-    summary.preflight = write_bundle(request.out_dir, files, readme, force=request.force)
-    return summary
+    report = write_bundle(request.out_dir, files, readme, force=request.force)
+    made[0].preflight = report
+    return made[0]
+
+
+def _export_one(
+    source: EtSource,
+    groups: GroupTable,
+    npus_count: Sequence[int],
+    options: ExportOptions,
+    carried: Carried,
+) -> RankExport:
+    """One rank read and mapped; its source nodes are dropped on return."""
+    with source.open() as reader:
+        nodes = list(reader)
+    graph = build_rank_graph(source.rank, source.path, nodes)
+    return export_rank(graph, groups, npus_count, options, carried.of(source.rank))
+
+
+def _cross_rank_inputs(sources: Sequence[EtSource], groups: GroupTable) -> Carried:
+    """What mapping one rank needs from the others, streamed rank by rank: the groups every
+    file declares (metadata, PyTorch pg-init nodes) and the send/recv window edges."""
+    windows: list[tuple[int, pb.GlobalMetadata | None, list[pb.Node]]] = []
+    for source in sources:
+        declared: list[pb.Node] = []
+        p2p: list[pb.Node] = []
+        with source.open() as reader:
+            for node in reader:
+                if node.type == pb.METADATA_NODE:
+                    declared.append(node)
+                elif node.type in _P2P_TYPES and classify(node) in (Kind.SEND, Kind.RECV):
+                    p2p.append(node)
+            groups.learn(reader.metadata, declared, source.path)
+        windows.append((source.rank, reader.metadata, p2p))
+    return carried_p2p(windows)
 
 
 def _configs(

@@ -36,6 +36,7 @@ from lumos.proto import pb
 
 RUNNABLE = (pb.COMP_NODE, pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)
 INT32_FIELDS = ("comm_src", "comm_dst", "comm_tag")
+_COMM = (pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)
 
 
 @dataclass(slots=True)
@@ -114,7 +115,8 @@ def check_workload(
         )
     manifest = read_manifest(Path(workload).parent, problems)
     counts: dict[int, int] = {}
-    graphs: list[RankGraph] = []
+    graphs: list[RankGraph] = []  # slim: comm nodes whole, the rest id, name and type
+    work = False
     for expected, source in enumerate(sources):
         if source.rank != expected and manifest is None:
             problems.append(f"{source.path}: rank file {expected} is missing before it")
@@ -132,8 +134,10 @@ def check_workload(
         except ExportError as exc:
             problems.append(str(exc))
             continue
-        graphs.append(graph)
         _check_nodes(graph, network, system, groups, len(sources), problems, report, bundle)
+        work = work or _has_work(graph, system)
+        graphs.append(_slim(graph))
+        del nodes, graph  # before the next rank is read
     if manifest is not None:
         problems += manifest_problems(manifest, Path(workload), report.prefix, counts)
     if len(graphs) == len(sources) and not problems:
@@ -143,7 +147,7 @@ def check_workload(
         hang = None if problems else find_hang(graphs, seqs, pairs)
         if hang:
             problems.append(hang)
-        if not _has_work(graphs, system):
+        if not work:
             problems.append(
                 "nothing to simulate: every compute node lasts 0 µs and no collective or "
                 "send/recv moves a byte, so ASTRA-sim reports a 0-cycle run; export a trace "
@@ -334,16 +338,25 @@ def _check_group(
             )
 
 
-def _has_work(graphs: list[RankGraph], system: AstraSystemConfig | None) -> bool:
+def _has_work(graph: RankGraph, system: AstraSystemConfig | None) -> bool:
     roofline = system is not None and system.roofline_enabled
-    for graph in graphs:
-        for node in graph.nodes:
-            if node.type == pb.COMP_NODE:
-                if node.duration_micros > 0 or (roofline and get_attr(node, "num_ops")):
-                    return True
-            elif node.type == pb.COMM_COLL_NODE and get_attr(node, "comm_type") == pb.BROADCAST:
-                if node.duration_micros > 0:
-                    return True
-            elif (get_attr(node, "comm_size") or 0) > 0:
+    for node in graph.nodes:
+        if node.type == pb.COMP_NODE:
+            if node.duration_micros > 0 or (roofline and get_attr(node, "num_ops")):
                 return True
+        elif node.type == pb.COMM_COLL_NODE and get_attr(node, "comm_type") == pb.BROADCAST:
+            if node.duration_micros > 0:
+                return True
+        elif (get_attr(node, "comm_size") or 0) > 0:
+            return True
     return False
+
+
+def _slim(graph: RankGraph) -> RankGraph:
+    """What the cross-rank checks read of a checked rank (`crossrank`): its dependencies,
+    its comm nodes whole, and only id, name and type of the rest (named in a hang), so the
+    job's compute nodes are not all held at once."""
+    nodes = [
+        n if n.type in _COMM else pb.Node(id=n.id, name=n.name, type=n.type) for n in graph.nodes
+    ]
+    return RankGraph(graph.rank, graph.path, nodes, graph.deps)
