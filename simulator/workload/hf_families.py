@@ -92,7 +92,7 @@ FAMILIES: dict[str, Family] = {
     ),
     # GPT-BigCode (SantaCoder, StarCoder): GPT-2's block (GPTBigCodeBlock: ln_1, c_attn /
     # c_proj, ln_2, c_fc / c_proj, all biased; learned positions; tied) with one key/value
-    # head under `multi_query` (GPTBigCodeConfig default true, `hf_wrappers.TEXT_DEFAULTS`)
+    # head under `multi_query` (GPTBigCodeConfig default true, `hf_defaults.DEFAULTS`)
     "gpt_bigcode": Family(
         False, "layernorm", bias=(True, True), position="learned", tied=True, act="gelu"
     ),

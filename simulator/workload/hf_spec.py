@@ -44,6 +44,7 @@ from lumos.simulator.workload.hf_families import Family, family
 from lumos.simulator.workload.hf_layouts import rewrite
 from lumos.simulator.workload.hf_parallel import PARALLEL_NAMES, parallel_traits
 from lumos.simulator.workload.hf_wrappers import log_note, unwrap, with_defaults
+from lumos.simulator.workload.moe_spec import ALIASES as MOE_ALIASES
 
 #: lumos key -> names that give it as they are (lumos' own first)
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -180,7 +181,7 @@ def lumos_keys(data: dict[str, Any], where: str, known: tuple[str, ...]) -> dict
     aliases). Raises ConfigError naming `where` and the key for an unmodelled
     architecture, an unknown key (with a did-you-mean) or names that disagree."""
     data, note = unwrap(data, where)
-    data = with_defaults(data, ALIASES)
+    data, filled = with_defaults(data, {**ALIASES, **MOE_ALIASES}, where)
     data = {k: v for k, v in data.items() if not _private(k)}
     for key, what in UNMODELLED.items():
         if key in data and _set(data[key]):
@@ -231,6 +232,7 @@ def lumos_keys(data: dict[str, Any], where: str, known: tuple[str, ...]) -> dict
     out["name"] = rest.pop("name", None) or rest.pop("_name_or_path", None)
     rest.pop("_name_or_path", None)
     log_note(note)
+    log_note(filled)
     return {**rest, **{k: v for k, v in out.items() if v is not None}}
 
 

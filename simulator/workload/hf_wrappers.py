@@ -15,18 +15,8 @@ applies when its `text_config` does not say.
 Hub files write only the keys that differ from the class defaults (Gemma 3 27B's
 `text_config` names no `vocab_size`; LLaVA-1.5's names only the vocabulary and the norm
 epsilon of its Llama), so `with_defaults` fills the absent shape keys from the class's
-`__init__` defaults, as transformers does when it builds the model:
-
-- `gemma3_text`: `Gemma3TextConfig` (huggingface/transformers @ 008f5c8c,
-  `models/gemma3/configuration_gemma3.py`): vocab_size 262208, hidden_size 2304,
-  intermediate_size 9216, num_hidden_layers 26, num_attention_heads 8, num_key_value_heads
-  4, head_dim 256, hidden_activation gelu_pytorch_tanh, sliding_window 4096,
-  sliding_window_pattern 6;
-- `llama`: `LlamaConfig` (@ 008e5743, `models/llama/configuration_llama.py`): vocab_size 32000,
-  hidden_size 4096, intermediate_size 11008, num_hidden_layers 32, num_attention_heads 32,
-  hidden_act silu (num_key_value_heads None: the heads; rms_norm_eps 1e-6);
-- `gpt_bigcode`: `GPTBigCodeConfig` (`models/gpt_bigcode/configuration_gpt_bigcode.py`):
-  multi_query true (one key/value head).
+defaults (`hf_defaults.DEFAULTS`, each table with its source), as transformers does when it
+builds the model, and says which keys it filled.
 """
 
 from __future__ import annotations
@@ -35,6 +25,7 @@ import logging
 from typing import Any
 
 from lumos.errors import ConfigError
+from lumos.simulator.workload.hf_defaults import DEFAULTS
 
 _LOG = logging.getLogger(__name__)
 
@@ -57,21 +48,6 @@ _VISION_KEYS = (
     "image_token_id", "video_token_id",
 )  # fmt: skip
 
-#: text model_type -> its config class's defaults for the shape keys (module doc)
-TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
-    "gemma3_text": {
-        "vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216,
-        "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
-        "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "sliding_window": 4096,
-        "sliding_window_pattern": 6, "rms_norm_eps": 1e-6,
-    },
-    "gpt_bigcode": {"multi_query": True},
-    "llama": {
-        "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
-        "num_hidden_layers": 32, "num_attention_heads": 32, "hidden_act": "silu",
-        "rms_norm_eps": 1e-6,
-    },
-}  # fmt: skip
 #: names that give the same value as a default's key (a default yields to any of them)
 _SAME = {
     "hidden_activation": ("hidden_act", "activation_function", "activation"),
@@ -115,16 +91,28 @@ def log_note(note: str) -> None:
         _LOG.warning("%s", note)
 
 
-def with_defaults(data: dict[str, Any], aliases: dict[str, tuple[str, ...]]) -> dict[str, Any]:
-    """`data` with its model type's class defaults (`TEXT_DEFAULTS`) for the keys it leaves
-    out; a default yields to any name that gives the same value (`aliases`' groups)."""
-    defaults = TEXT_DEFAULTS.get(str(data.get("model_type")))
-    if not defaults:
-        return data
+def with_defaults(
+    data: dict[str, Any], aliases: dict[str, tuple[str, ...]], where: str
+) -> tuple[dict[str, Any], str]:
+    """`data` with its model type's class defaults (`hf_defaults.DEFAULTS`) for the keys it
+    leaves out, and the note naming them ("" when none was filled); a default yields to any
+    name that gives the same value (`aliases`' groups), a key the file names always wins."""
+    kind = data.get("model_type")
+    table = DEFAULTS.get(kind) if isinstance(kind, str) else None
+    if table is None:
+        return data, ""
     groups = {n: names for names in aliases.values() for n in names}
     out = dict(data)
-    for key, value in defaults.items():
+    filled = []
+    for key, value in table.values.items():
         same = (*groups.get(key, (key,)), *_SAME.get(key, ()))
         if not any(name in out for name in (key, *same)):
             out[key] = value
-    return out
+            filled.append(f"{key}={value!r}")
+    if not filled:
+        return out, ""
+    note = (
+        f"{where}: model_type {kind!r} leaves out {', '.join(filled)}: "
+        f"{table.cls}'s defaults, as transformers fills them ({table.source})"
+    )
+    return out, note
