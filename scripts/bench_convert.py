@@ -19,6 +19,7 @@ and as the ratio `x parse` = convert / parse.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import subprocess
@@ -50,10 +51,12 @@ def _member(tar_path: Path, prefix: str) -> dict[str, Any]:
     raise SystemExit(f"{prefix} not in {tar_path}")
 
 
-def _write_array_doc(path: Path, head: dict[str, Any], key: str, items: Any) -> int:
-    """Write {head..., key: [items]} streaming; returns the item count."""
+def write_array_doc(
+    path: Path, head: dict[str, Any], key: str, items: Any, gz: bool = False
+) -> int:
+    """Write {head..., key: [items]} streaming (gzip when asked); returns the item count."""
     count = 0
-    with open(path, "wb") as out:
+    with gzip.open(path, "wb") if gz else open(path, "wb") as out:
         out.write(orjson.dumps(head)[:-1] + b', "' + key.encode() + b'": [\n')
         for item in items:
             out.write((b",\n" if count else b"") + orjson.dumps(item))
@@ -109,9 +112,9 @@ def make_inputs(copies: int, out: Path) -> tuple[int, int, int]:
         yield from once
 
     head = {k: v for k, v in host.items() if k != "nodes"}
-    n_host = _write_array_doc(out / "host_rank0.json", head, "nodes", host_copies(host, copies))
+    n_host = write_array_doc(out / "host_rank0.json", head, "nodes", host_copies(host, copies))
     khead = {k: v for k, v in kin.items() if k != "traceEvents"}
-    n_ev = _write_array_doc(out / "kineto_rank0.json", khead, "traceEvents", kineto_events())
+    n_ev = write_array_doc(out / "kineto_rank0.json", khead, "traceEvents", kineto_events())
     n_x = 1 + sum(e.get("ph") == "X" for e in once) + copies * sum(e.get("ph") == "X" for e in body)
     return n_host, n_ev, n_x
 

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_big_trace import HTA, kineto_copies, load_kineto_gz, write_doc
+from bench_convert import write_array_doc
+from make_big_trace import HTA, kineto_copies, load_kineto_gz
 
 CHILD = """
 import json, os, resource, sys
@@ -76,7 +77,7 @@ def main() -> None:
             inp = Path(tmp) / "in"
             inp.mkdir()
             items = kineto_copies(doc, copies, one_step=True)
-            write_doc(inp / "kineto_rank0.json", head, "traceEvents", items, gz=False)
+            write_array_doc(inp / "kineto_rank0.json", head, "traceEvents", items, gz=False)
             size = (inp / "kineto_rank0.json").stat().st_size / 1e6
             best: dict[str, dict[str, Any]] = {}
             for i in range(args.repeat):

@@ -23,12 +23,12 @@ import gzip
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_convert import FIX, _member
+from bench_convert import FIX, _member, write_array_doc
 
 HTA = (
     Path(__file__).resolve().parents[2]
@@ -83,22 +83,6 @@ def load_kineto_gz(path: Path) -> dict[str, Any]:
         return dict(orjson.loads(f.read()))
 
 
-def _open(path: Path, gz: bool) -> IO[bytes]:
-    return gzip.open(path, "wb", compresslevel=1) if gz else open(path, "wb")
-
-
-def write_doc(path: Path, head: dict[str, Any], key: str, items: Iterator[Any], gz: bool) -> int:
-    """Stream {head..., key: [items]} to `path` (gzip when asked); returns the item count."""
-    count = 0
-    with _open(path, gz) as out:
-        out.write(orjson.dumps(head)[:-1] + b', "' + key.encode() + b'": [\n')
-        for item in items:
-            out.write((b",\n" if count else b"") + orjson.dumps(item))
-            count += 1
-        out.write(b"\n]}\n")
-    return count
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out", type=Path)
@@ -116,7 +100,7 @@ def main() -> None:
         doc = load_kineto_gz(args.kineto)
         head = {k: v for k, v in doc.items() if k != "traceEvents"}
         items = kineto_copies(doc, args.copies, args.steps == "one")
-        n = write_doc(args.out / f"kineto_rank0{ext}", head, "traceEvents", items, args.gzip)
+        n = write_array_doc(args.out / f"kineto_rank0{ext}", head, "traceEvents", items, args.gzip)
         print(f"kineto: {n} events")
         return
     import bench_convert
@@ -126,12 +110,12 @@ def main() -> None:
         kin = _member(FIX / "dlrm_kineto.tar.gz", f"worker{r}_")
         nodes = bench_convert.host_copies(host, args.copies)
         hhead = {k: v for k, v in host.items() if k != "nodes"}
-        n = write_doc(args.out / f"host_rank{r}{ext}", hhead, "nodes", nodes, args.gzip)
+        n = write_array_doc(args.out / f"host_rank{r}{ext}", hhead, "nodes", nodes, args.gzip)
         msg = f"rank {r}: {n} host nodes"
         if not args.host_only:
             khead = {k: v for k, v in kin.items() if k != "traceEvents"}
             events = kineto_copies(kin, args.copies, True)
-            k = write_doc(
+            k = write_array_doc(
                 args.out / f"kineto_rank{r}{ext}", khead, "traceEvents", events, args.gzip
             )
             msg += f", {k} Kineto events"
