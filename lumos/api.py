@@ -271,7 +271,7 @@ def simulate(
 
     sources = find_et_sources(trace)
     subset = None if ranks is None else frozenset(ranks)
-    check_rank_set(sources, allow_partial=allow_partial, ranks=subset)  # before the configs
+    partial = check_rank_set(sources, allow_partial=allow_partial, ranks=subset)  # before configs
     if mode is None:
         mode = "astra" if astra_sim_system else "model" if hw else "replay"
     options = SimOptions(
@@ -289,7 +289,7 @@ def simulate(
         allow_partial=allow_partial,
     )
     try:
-        result = _simulate(trace, options)
+        result = _simulate(trace, options, checked=partial)
     except OverflowError:
         raise SimulationError(
             "a simulated time exceeds 64-bit nanoseconds (292 years): check the bandwidths "

@@ -113,9 +113,15 @@ class SimOptions:
 
 
 def simulate(
-    source: str | Path | Sequence[RankGraph], options: SimOptions | None = None
+    source: str | Path | Sequence[RankGraph],
+    options: SimOptions | None = None,
+    *,
+    checked: Sequence[str] | None = None,
 ) -> SimResult:
     """Simulate all ranks of a trace (path to ETs, or already-built graphs).
+
+    `checked`: the problems `rankset.check_rank_set` excused when the caller already
+    checked a path's rank set (`lumos.api.simulate`: before its configs); None: checked here.
 
     Raises ValidationError (cycles, mismatched collectives, unpaired send/recv),
     RankSetError (a path whose files are not one whole set; see `allow_partial`),
@@ -126,7 +132,7 @@ def simulate(
     if mode is not Mode.REPLAY and opts.pricer is None:
         raise ConfigError(f"mode {mode.value!r} needs a network pricer (--hw or ASTRA-sim configs)")
     with _gc_paused():
-        return _simulate(source, opts, mode)
+        return _simulate(source, opts, mode, checked)
 
 
 @contextmanager
@@ -162,9 +168,14 @@ class _Prepared:
     t_load: float
 
 
-def _simulate(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: Mode) -> SimResult:
+def _simulate(
+    source: str | Path | Sequence[RankGraph],
+    opts: SimOptions,
+    mode: Mode,
+    checked: Sequence[str] | None,
+) -> SimResult:
     t0 = time.perf_counter()
-    p = _prepare(source, opts, mode)  # without timelines, the graphs are gone on return
+    p = _prepare(source, opts, mode, checked)  # without timelines, the graphs are gone on return
     if p.graphs is None:
         trim()
     plan = p.plan
@@ -205,12 +216,19 @@ def _simulate(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: 
     return result
 
 
-def _prepare(source: str | Path | Sequence[RankGraph], opts: SimOptions, mode: Mode) -> _Prepared:
+def _prepare(
+    source: str | Path | Sequence[RankGraph],
+    opts: SimOptions,
+    mode: Mode,
+    checked: Sequence[str] | None,
+) -> _Prepared:
     """Load (or take) the graphs, validate and match them, and build the plan."""
     partial: list[str] | None = None  # None: graphs given, no files read
     if isinstance(source, (str, Path)):
-        sources = find_et_sources(source)
-        partial = check_rank_set(sources, allow_partial=opts.allow_partial, ranks=opts.ranks)
+        if checked is None:
+            sources = find_et_sources(source)
+            checked = check_rank_set(sources, allow_partial=opts.allow_partial, ranks=opts.ranks)
+        partial = list(checked)
         graphs = load_graphs(source, opts.comm_groups, opts.repair, opts.ranks)
     else:
         graphs = list(source)
