@@ -58,18 +58,6 @@ def check_durations(nodes: Iterable[Any], source: str, rank: int) -> None:
             )
 
 
-def check_values(g: RankGraph) -> None:
-    """Raises TraceFormatError for a negative `dur_ns` (-1 is "none given"), which the
-    scheduler would run as 0 ns; `et validate` calls it an error too."""
-    bad = np.flatnonzero(g.dur_ns < -1)
-    if len(bad):
-        i = int(bad[0])
-        more = f" ({len(bad)} nodes in all)" if len(bad) > 1 else ""
-        raise TraceFormatError(
-            g.source, f"{g.where(i)}: dur_ns is negative ({int(g.dur_ns[i])}){more}"
-        )
-
-
 _WANTED = {
     "is_cpu_op",
     cv.STREAM,
@@ -149,7 +137,6 @@ def graph_from_et(
     g.pg_labels = list(label_ids)
     _fill_deps(g, deps, source, repair)
     fill_metadata(g, metadata)
-    check_values(g)
     return g
 
 

@@ -24,7 +24,6 @@ from lumos.simulator.et_columns import Columns, read_columns
 from lumos.simulator.graph import RankGraph
 from lumos.simulator.graph_build import (
     check_durations,
-    check_values,
     dep_csr,
     fill_attrs,
     fill_metadata,
@@ -148,7 +147,6 @@ def graph_from_columns(
     if n >= TRIM_MIN_NODES:
         trim()
     fill_metadata(g, metadata)
-    check_values(g)
     return g
 
 
