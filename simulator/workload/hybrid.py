@@ -38,8 +38,9 @@ from lumos.simulator.workload.moe import moe_backward, moe_forward
 #: Mamba-2 / Transformer models")
 HYBRID_ASSUMPTION = (
     "hybrid Mamba-2 layers as Megatron-Core's MambaMixer trains them (mamba_ssm's fused conv "
-    "and SSD scan, the scan's kernels bandwidth-bound at 0.42 of peak HBM, a TileLang kernel's "
-    "measured rate); accuracy: 13-17 % too fast against DGX Cloud's Nemotron-H 56B H100 runs"
+    "and SSD scan, the scan's kernels bandwidth-bound at 0.392 of peak HBM, the Triton "
+    "forward's rate measured on an H100; the backward's kernels, unmeasured, priced at it); "
+    "accuracy: 11-16 % too fast against DGX Cloud's Nemotron-H 56B H100 runs"
 )
 
 

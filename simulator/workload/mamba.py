@@ -13,7 +13,7 @@ TP-comm overlap splits in_proj and out_proj as it splits FC1 and FC2. With a mic
 above 1 the mixer's `rearrange(... "l b d -> b l d").contiguous()` copies the in_proj output
 before the scan and the scan output after it (with one sequence the copy is a view).
 Backward mirrors it: out_proj's data and weight gradients, the norm's backward, the scan's
-(`ssd.backward_kernels`), the conv's (recomputed first), in_proj's gradients with the input
+(`ssd_backward`), the conv's (recomputed first), in_proj's gradients with the input
 re-gather and the gradient reduce-scatter beside them, the fused norm's backward.
 """
 
@@ -32,11 +32,12 @@ from lumos.simulator.workload.layer import (
 )
 from lumos.simulator.workload.ssd import (
     ScanShape,
-    backward_kernels,
     conv_cost,
     forward_kernels,
+    forward_torch_ops,
     scan_cost,
 )
+from lumos.simulator.workload.ssd_backward import backward_kernels, backward_torch_ops
 
 
 def _dims(ctx: Ctx) -> MambaDims:
@@ -67,7 +68,8 @@ def mamba_forward(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...] = ()) -
     _copy(blk, ctx, f"{tag}.in_proj_layout", in_w)
     blk.compute(f"{tag}.conv1d", *conv_cost(ctx, _dims(ctx), backward=False))
     shape = ScanShape.of(ctx, _dims(ctx))
-    blk.compute(f"{tag}.ssd_scan", *scan_cost(ctx, forward_kernels(shape)))
+    scan = scan_cost(ctx, forward_kernels(shape), forward_torch_ops(shape))
+    blk.compute(f"{tag}.ssd_scan", *scan)
     _copy(blk, ctx, f"{tag}.scan_layout", inner)
     blk.compute(f"{tag}.mixer_norm", *ctx.mem(T * inner * BF16 * 2))
     _cast(blk, ctx, f"{tag}.out_proj", T * inner)
@@ -85,7 +87,8 @@ def mamba_backward(blk: Block, ctx: Ctx, tag: str, waits: tuple[int, ...] = ()) 
     blk.compute(f"{tag}.mixer_norm_bwd", *ctx.mem(T * inner * BF16 * 3))
     _copy(blk, ctx, f"{tag}.scan_layout_bwd", inner)
     shape = ScanShape.of(ctx, _dims(ctx))
-    blk.compute(f"{tag}.ssd_scan_bwd", *scan_cost(ctx, backward_kernels(shape)))
+    scan = scan_cost(ctx, backward_kernels(shape), backward_torch_ops(shape))
+    blk.compute(f"{tag}.ssd_scan_bwd", *scan)
     blk.compute(f"{tag}.conv1d_bwd", *conv_cost(ctx, _dims(ctx), backward=True))
     _copy(blk, ctx, f"{tag}.in_proj_layout_bwd", in_w)
     if "layernorm" in ctx.plan.selective_modules:  # the norm's output re-computed

@@ -10,10 +10,10 @@ states from chunk to chunk (`_state_passing_fwd`, written in BF16), the chunk-lo
 (`_bmm_chunk_fwd`, full Q x Q, FP32) and the output (`_chunk_scan_fwd`: the causal
 intra-chunk product with x, C times the incoming state, the D skip and the SiLU(z) gate; it
 writes the gated output and the ungated one the backward reads). The backward
-(`_mamba_chunk_scan_combined_bwd`) recomputes the cumsum, C·B^T, the chunk states and their
-passing, then runs the gradient kernels (dz, dstates, their backward passing, dx with ddt,
-dB, dC, d(C·B^T) and its two products, the decay gradient); the conv1d is recomputed
-before its own backward (the memory-efficient path keeps only the in_proj output).
+(`_mamba_chunk_scan_combined_bwd`, `ssd_backward`) recomputes the cumsum, C·B^T, the chunk
+states and their passing, then runs the gradient kernels and the PyTorch ops between them;
+the conv1d is recomputed before its own backward (the memory-efficient path keeps only the
+in_proj output).
 
 FLOPs per kernel are the matmuls' (2 per multiply-add; the intra-chunk products causal,
 half the Q x Q square, except C·B^T and its gradient products, computed whole), bytes what
@@ -24,7 +24,9 @@ overhead: the SSD kernels are chunk-local matmul loops like a flash-attention fo
 Gu 2024, "Transformers are SSMs", §6-7; that efficiency is the kernel file's attention
 number, not measured for SSD). At Nemotron-H's shapes (P 64, N 128-256, Q 128) the FP32
 states make most kernels memory-bound: the rate that matters is the HBM one, and the chunk
-kernels reach less of it than a streaming element-wise kernel (`SSD_HBM_FRACTION`).
+kernels reach less of it than a streaming element-wise kernel (`SSD_HBM_FRACTION`, measured
+on the Triton forward). The PyTorch element-wise ops around them (`torch_ops`) take their
+bytes at the file's element-wise efficiency, each with its launch overhead.
 """
 
 from __future__ import annotations
@@ -36,22 +38,43 @@ from lumos.simulator.workload.dims import BF16, Ctx
 from lumos.simulator.workload.hybrid_spec import MambaDims
 
 FP32 = 4
-#: fraction of peak HBM bandwidth a chunked-scan kernel moves its bytes at: TileLang's
-#: Mamba-2 `chunk_scan_fwd` benchmark on an H800 SXM (3.35 TB/s HBM3, the H100's memory),
-#: batch 8, 80 heads of 64, 1 group, d_state 128, chunk 256, seq 8192: 1.278 ms
-#: (tile-ai/tilelang benchmark/mamba2/README.md @ 8a5eb569); the kernel reads x, C, C·B^T,
-#: the BF16 chunk states, dt and the decay and writes the output, 1.80 GB by this module's
-#: count (`ScanShape`) → 1.41 TB/s, 0.42 of 3.35. Its FLOPs at the attention rate would take
-#: 0.4 ms: the kernel is bandwidth-bound, below half the peak. TileLang's kernel, which its authors measure
-#: against mamba_ssm's Triton one, not the Triton kernels Megatron-Core runs: an upper bound
-#: on their speed. Applied to every SSD kernel, forward and backward (no other measured)
-SSD_HBM_FRACTION = 0.42
+#: fraction of peak HBM bandwidth the SSD kernels move their bytes at (this module's count,
+#: `ScanShape`): mamba_ssm's Triton SSD forward (the five kernels, vLLM's copy) measured on
+#: one H100 by vllm-project/vllm PR #27299 (comment of 2025-10-25, cyang49, "Original"
+#: column; Granite-4.0-H-Small's mixer: 128 heads of 64, 1 group, state 128; chunk 256, read
+#: from the comment's "matching mamba config (CHUNK_SIZE_FUSED=256)" and the Granite 4.0 H
+#: configs' `mamba_chunk_size` 256 — Small's own config.json not read; at chunk 128 the same
+#: times would be 0.55-0.59): 4,096 / 8,192 / 16,384 tokens at 1.206e7 /
+#: 1.262e7 / 1.292e7 tokens/s, i.e. 0.377 / 0.395 / 0.404 of 3.35 TB/s by this module's
+#: forward count without z (no gate, one output): mean 0.392. The kernels Megatron-Core runs
+#: (`SSD_TRITON_FORWARD` keeps the points; `test_hybrid_ssd.py` recomputes them). Applied
+#: to every SSD kernel, forward and backward: no measurement of the backward kernels was
+#: found. Cross-check: TileLang's `chunk_scan_fwd` alone on an H800 (tile-ai/tilelang
+#: benchmark/mamba2/README.md @ 8a5eb569, batch 8, 80 heads, seq 8192: 1.278 ms) reaches
+#: 0.42 by the same count, the number used before
+SSD_HBM_FRACTION = 0.392
+#: (tokens, tokens a second) of the Triton SSD forward on one H100 at Granite-4.0-H-Small's
+#: mixer shape (heads, head width, groups, state, chunk), vLLM PR #27299 (above)
+SSD_TRITON_FORWARD = ((4096, 1.206409e7), (8192, 1.262327e7), (16384, 1.292440e7))
+SSD_TRITON_SHAPE = (128, 64, 1, 128, 256)
+
+
+def head_splits(chunks: int, heads: int, groups: int, sm_count: int) -> int:
+    """`nsplits` of mamba_ssm's `_chunk_state_bwd_db`, `_chunk_scan_bwd_dC` and
+    `_chunk_scan_bwd_dcb` (ssd_chunk_state.py / ssd_chunk_scan.py): a program takes
+    min(ceil(batch·chunks·heads / SMs), heads per group) heads of a group, so the heads of a
+    group write ceil(heads per group / that) partial FP32 results, summed after."""
+    ratio = heads // groups
+    per_program = max(min(math.ceil(chunks * heads / sm_count), ratio), 1)
+    return math.ceil(ratio / per_program)
 
 
 @dataclass(frozen=True, slots=True)
 class ScanShape:
     """One rank's scan: `tokens` (b x s), `chunks` (b x ceil(s / Q)), local heads and
-    groups (split over TP), head width P, state N, chunk Q."""
+    groups (split over TP), head width P, state N, chunk Q; `splits`: how many partial
+    FP32 copies the backward's dB, dC and d(C·B^T) kernels write before summing them
+    (`head_splits`)."""
 
     tokens: int
     chunks: int
@@ -60,12 +83,15 @@ class ScanShape:
     state: int
     groups: int
     chunk: int
+    splits: int = 1
 
     @classmethod
     def of(cls, ctx: Ctx, m: MambaDims) -> ScanShape:
         t = ctx.plan.tp
         chunks = ctx.b * math.ceil(ctx.s / m.chunk)
-        return cls(ctx.T, chunks, m.heads // t, m.head_dim, m.state, m.groups // t, m.chunk)
+        heads, groups = m.heads // t, m.groups // t
+        splits = head_splits(chunks, heads, groups, ctx.km.physics.sm_count)
+        return cls(ctx.T, chunks, heads, m.head_dim, m.state, groups, m.chunk, splits)
 
     @property
     def x(self) -> float:
@@ -103,57 +129,43 @@ class ScanShape:
         )
 
 
-def _recomputed(z: ScanShape) -> list[tuple[float, float]]:
-    """(FLOPs, bytes) of the forward's first four kernels: cumsum, chunk states, state
-    passing (FP32 in, BF16 out), C·B^T."""
-    state, _, cb = z.flops()
+def forward_kernels(z: ScanShape) -> list[tuple[float, float]]:
+    """(FLOPs, bytes) of each forward kernel (module doc): cumsum (BF16 dt in, FP32 dt and
+    decay out), chunk states (FP32), state passing (FP32 in, BF16 out: `out_dtype=C.dtype`),
+    C·B^T, the chunk scan (reads C·B^T, x, C, the BF16 states, dt, decay and z; writes the
+    gated and the ungated output)."""
+    state, intra, cb = z.flops()
     return [
         (0.0, z.dt / 2 + 2 * z.dt),
         (state, z.x + z.bc + 2 * z.dt + z.states),
         (0.0, z.states * 1.5),
         (cb, 2 * z.bc + z.cb),
+        (intra + state, z.cb + z.x + z.bc + z.states / 2 + 2 * z.dt + z.x + 2 * z.x),
     ]
 
 
-def forward_kernels(z: ScanShape) -> list[tuple[float, float]]:
-    """(FLOPs, bytes) of each forward kernel (module doc)."""
-    state, intra, _ = z.flops()
-    scan = (intra + state, z.cb + z.x + z.bc + z.states / 2 + 2 * z.dt + z.x + 2 * z.x)
-    return [*_recomputed(z), scan]
+def forward_torch_ops(z: ScanShape) -> tuple[float, ...]:
+    """Bytes of the mixer's PyTorch ops before the scan (megatron/core/ssm/mamba_mixer.py
+    `_ssm_training`): A = -exp(A_log), two element-wise kernels over the local heads (FP32
+    in and out)."""
+    a = float(z.heads * FP32 * 2)
+    return (a, a)
 
 
-def backward_kernels(z: ScanShape) -> list[tuple[float, float]]:
-    """(FLOPs, bytes) of each backward kernel: the recomputed four, then dz (reads x, z, the
-    output and dout; writes dz and the ungated dout), dstates (C x dout), the states'
-    backward passing, dx (C·B^T x dout causal, B x dstates), dB (x x dstates), dC (dout x
-    states), d(C·B^T) (dout x x, causal), its two products with B and C, the decay
-    gradient (causal), the dt / A / dt_bias gradients."""
-    state, intra, cb = z.flops()
-    return [
-        *_recomputed(z),
-        (0.0, 6 * z.x),
-        (state, z.bc + z.x + z.dt + z.states),
-        (0.0, 2.5 * z.states),
-        (intra + state, 3 * z.x + z.cb + z.states + z.bc + 2 * z.dt),
-        (state, z.x + z.states + z.bc + 2 * z.dt),
-        (state, z.states / 2 + z.x + z.bc + z.dt),
-        (intra, 2 * z.x + z.cb),
-        (cb, z.cb + 2 * z.bc),
-        (cb, z.cb + 2 * z.bc),
-        (intra, 2 * z.x + z.cb + z.dt),
-        (0.0, 3 * z.dt),
-    ]
-
-
-def scan_cost(ctx: Ctx, kernels: list[tuple[float, float]]) -> tuple[float, float, float]:
-    """(ns, FLOPs, bytes) of `kernels` back to back, each at the slower of its matmuls and
-    its HBM traffic, plus its launch overhead (module doc)."""
+def scan_cost(
+    ctx: Ctx, kernels: list[tuple[float, float]], torch_ops: tuple[float, ...] = ()
+) -> tuple[float, float, float]:
+    """(ns, FLOPs, bytes) of the Triton `kernels` back to back, each at the slower of its
+    matmuls and its HBM traffic, and of the PyTorch element-wise ops (`torch_ops`, their
+    bytes) at the element-wise rate, each kernel with its launch overhead (module doc)."""
     km = ctx.km
     rate = km.tensor_peak_flops_per_ns("bf16") * km.physics.attention_fwd_efficiency
     bandwidth = km.gpu.hbm_bandwidth_gbps * SSD_HBM_FRACTION  # bytes per ns
     ns = sum(max(f / rate, b / bandwidth) for f, b in kernels)
     ns += len(kernels) * km.physics.kernel_overhead_ns
-    return ns, sum(f for f, _ in kernels), sum(b for _, b in kernels)
+    ns += sum(km.memory_ns(b) for b in torch_ops)
+    nbytes = sum(b for _, b in kernels) + sum(torch_ops)
+    return ns, sum(f for f, _ in kernels), nbytes
 
 
 def conv_cost(ctx: Ctx, m: MambaDims, backward: bool) -> tuple[float, float, float]:

@@ -27,12 +27,8 @@ from lumos.simulator.workload.hybrid_memory import hybrid_activation_bytes
 from lumos.simulator.workload.hybrid_spec import hybrid_flops_per_sequence
 from lumos.simulator.workload.memory import _attention_bytes
 from lumos.simulator.workload.spec import ModelSpec, load_model, model_from_dict
-from lumos.simulator.workload.ssd import (
-    SSD_HBM_FRACTION,
-    ScanShape,
-    backward_kernels,
-    forward_kernels,
-)
+from lumos.simulator.workload.ssd import SSD_HBM_FRACTION, ScanShape, forward_kernels
+from lumos.simulator.workload.ssd_backward import backward_kernels
 from lumos.simulator.workload.step import model_flops_per_step
 from lumos.simulator.workload.userbuffers import gemm_key, ub_kind
 from tests.simulator.workload.model_battery import CONFIGS
@@ -144,14 +140,14 @@ def test_scan_flops_and_bytes_follow_its_kernels() -> None:
 def test_the_56b_scan_is_bandwidth_bound_at_the_stated_fraction() -> None:
     """Nemotron-H 56B on TP 8, one 8K sequence: the scan's node takes its bytes at
     SSD_HBM_FRACTION of the HBM bandwidth (the FP32 chunk states dominate), not its FLOPs
-    at the attention rate."""
+    at the attention rate; five kernel launches and A's two element-wise ops besides."""
     m = load_model("nemotron-h-56b")
     plan = ParallelPlan(tp=8, seq=8192, sequence_parallel=True, precision=Precision.FP8)
     cols = stage0_pass(m, plan, KM, forward=True)
     mask = cols["name"] == "layer0.ssd_scan"
     ns, nbytes = float(cols["dur"][mask][0]), float(cols["nbytes"][mask][0])
     floor = nbytes / (KM.gpu.hbm_bandwidth_gbps * SSD_HBM_FRACTION)
-    assert floor < ns < floor + 5 * KM.physics.kernel_overhead_ns + 1
+    assert floor < ns < floor + 7 * KM.physics.kernel_overhead_ns + 1
 
 
 def test_activations_are_the_mean_over_kinds() -> None:
