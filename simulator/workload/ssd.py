@@ -171,10 +171,20 @@ def scan_cost(
 def conv_cost(ctx: Ctx, m: MambaDims, backward: bool) -> tuple[float, float, float]:
     """(ns, FLOPs, bytes) of the depthwise causal conv1d over the local x, B, C channels
     (memory-bound: read and write BF16); backward: its recomputed forward, then the
-    backward kernel reading x and the output gradient and writing the input gradient."""
-    elems = ctx.T * m.conv_dim // ctx.plan.tp
+    backward kernel reading x and the output gradient and writing the input gradient, and
+    the four small ops `causal_conv1d_bwd` adds around it (Dao-AILab/causal-conv1d
+    csrc/causal_conv1d.cpp: FP32 `zeros_like` for the weight and bias gradients the kernel
+    accumulates into, and their casts back to the weights' dtype)."""
+    channels = m.conv_dim // ctx.plan.tp
+    elems = ctx.T * channels
     flops = 2.0 * elems * m.conv_kernel
-    nbytes = elems * BF16 * (2 + 3 if backward else 2)
+    nbytes = float(elems * BF16 * (2 + 3 if backward else 2))
+    km = ctx.km
     kernels = 2 if backward else 1
-    ns = ctx.km.memory_ns(nbytes, overhead=False) + kernels * ctx.km.physics.kernel_overhead_ns
-    return ns, flops * (3 if backward else 1), float(nbytes)
+    ns = km.memory_ns(nbytes, overhead=False) + kernels * km.physics.kernel_overhead_ns
+    if backward:  # zero the FP32 dweight and dbias, then cast both to BF16
+        grads = (channels * m.conv_kernel * FP32, channels * FP32)
+        small = [float(b) for b in grads] + [b * 1.5 for b in grads]
+        ns += sum(km.memory_ns(b) for b in small)
+        nbytes += sum(small)
+    return ns, flops * (3 if backward else 1), nbytes

@@ -14,12 +14,14 @@ import pytest
 from lumos.hwconfigs.load import load_system
 from lumos.simulator.costmodel.kernels import KernelModel
 from lumos.simulator.workload import ParallelPlan, Precision
+from lumos.simulator.workload.dims import Ctx
 from lumos.simulator.workload.spec import load_model
 from lumos.simulator.workload.ssd import (
     SSD_HBM_FRACTION,
     SSD_TRITON_FORWARD,
     SSD_TRITON_SHAPE,
     ScanShape,
+    conv_cost,
     forward_kernels,
     forward_torch_ops,
     head_splits,
@@ -129,3 +131,27 @@ def test_generated_56b_layer_scan_costs_its_bytes_at_the_triton_rate() -> None:
     assert node_value(bwd, "layer0.ssd_scan_bwd") == pytest.approx(want, abs=1)
     assert sum(b for _, b in kernels) == pytest.approx(1.86e9, rel=0.01)
     assert want == pytest.approx(1.50e6, rel=0.01)
+
+
+def test_conv_backward_adds_its_weight_gradients_zero_fill_and_casts() -> None:
+    """causal_conv1d_bwd (Dao-AILab/causal-conv1d csrc/causal_conv1d.cpp) zero-fills an
+    FP32 dweight and dbias, the kernel accumulates into them, then both are cast back: four
+    small ops of launch time each beside the recomputed forward and the backward kernel
+    (2 + 3 BF16 passes over T x the local conv channels, two launches)."""
+    m = load_model("nemotron-h-56b")
+    plan = ParallelPlan(tp=8, seq=8192, sequence_parallel=True, precision=Precision.FP8)
+    ctx = Ctx.make(m, plan, KM)
+    assert m.mamba is not None
+    channels = m.mamba.conv_dim // 8  # 2,560: x 2,048 + B and C 256 each
+    ns, _, nbytes = conv_cost(ctx, m.mamba, backward=True)
+    passes = 8192 * channels * 2 * 5
+    small = [channels * 4 * 4, channels * 4, channels * 4 * 4 * 1.5, channels * 4 * 1.5]
+    oh = KM.physics.kernel_overhead_ns
+    want = KM.memory_ns(passes, overhead=False) + 2 * oh
+    want += sum(KM.memory_ns(b) for b in small)
+    assert ns == pytest.approx(want, abs=1)
+    assert nbytes == pytest.approx(passes + sum(small))
+    fwd_ns, _, _ = conv_cost(ctx, m.mamba, backward=False)
+    assert ns - fwd_ns == pytest.approx(
+        KM.memory_ns(3 * passes / 5, overhead=False) + 5 * oh, rel=0.01
+    )
