@@ -12,7 +12,8 @@ held-out torchtitan rows (`scripts/data/heldout_titan_h100.csv`, `--titan`), the
 `--heldout5`: MLPerf Training logs, read with the fourth set's launch-script columns) and the
 hybrid Mamba-2 set (`hybrid_h100.csv`, `--hybrid`: Nemotron-H on DGX Cloud) and NeMo
 AutoModel's LoRA runs on FSDP2 (`automodel_lora_h100.csv`, `--automodel-lora`) and the sixth
-set (`heldout6_h100.csv`, `--heldout6`: MLPerf logs of other submitters and rounds); see
+set (`heldout6_h100.csv`, `--heldout6`: MLPerf logs of other submitters and rounds) and the
+seventh (`heldout7_h100.csv`, `--heldout7`: DGX Cloud NeMo fine-tuning, an MLPerf H200 control); see
 `scripts/data/README.md`. A row's
 `hwconfig` column, where it has one, names the shipped system it ran on (or a system YAML
 in `scripts/data/`).
@@ -45,7 +46,7 @@ column says "no", or whose model lumos refuses, is listed as skipped with the re
 Nothing here is fitted.
 
     python scripts/validate_published.py [--heldout | --moe | --heldout2 | --heldout3 | --heldout4 | --heldout5 | --hybrid
-        | --titan | --automodel-lora | --parallel | --heldout6 | --csv PATH]
+        | --titan | --automodel-lora | --parallel | --heldout6 | --heldout7 | --csv PATH]
         [--only ROW_ID ...]
         [--markdown] [--json OUT] [--baseline EARLIER.json] [--unstated-recompute none|auto]
 """
@@ -96,6 +97,10 @@ SETS["parallel"] = PARALLEL
 #: and rounds the fifth set does not hold, the fifth set's columns
 HELDOUT6 = Path(__file__).resolve().parent / "data" / "heldout6_h100.csv"
 SETS["heldout6"] = HELDOUT6
+#: the seventh held-out set (`--heldout7`): DGX Cloud's NeMo 24.12 Llama 3 fine-tuning recipe
+#: (SFT and LoRA, 8B and 70B) and an MLPerf v5.0 H200 LoRA control, the fifth set's columns
+HELDOUT7 = Path(__file__).resolve().parent / "data" / "heldout7_h100.csv"
+SETS["heldout7"] = HELDOUT7
 #: frameworks whose runs predate fused attention and overlapped gradient reduction
 LEGACY = ("Megatron-LM", "DeepSpeed")
 #: the built-in model of a mixture-of-experts row's model name, where normalising the names
