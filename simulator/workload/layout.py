@@ -1,10 +1,19 @@
 """Rank placement of a parallel plan: a rank's coordinates and its process groups.
 
-Megatron's default order puts TP fastest (inside a node), then CP, then PP, then DP:
-`rank = ((dp * pp + stage) * cp + cp_i) * tp + tp_i`. With experts (`ep` > 1) the order is
-Megatron-Core's `tp-cp-ep-dp-pp` (PP outermost): `rank = ((stage * dp + dp_i) * cp + cp_i)
-* tp + tp_i`, and the expert groups are carved out of a stage's tp x cp x dp ranks (see
-`plan`'s module doc for the within-stage index).
+Every plan is placed in Megatron-Core's default order `tp-cp-ep-dp-pp`: TP fastest (inside
+a node), then CP, then DP, with the pipeline stage outermost: `rank = ((stage * dp + dp_i)
+* cp + cp_i) * tp + tp_i` (NVIDIA/Megatron-LM megatron/core/parallel_state.py @
+00caa53af30912914981c86f39db123961678bbd: `initialize_model_parallel(order=
+"tp-cp-ep-dp-pp")`, whose `RankGenerator` makes the first name of the order the fastest;
+Megatron-LM's `--use-tp-pp-dp-mapping` switches to `tp-cp-ep-pp-dp`, off by default; the
+pre-`RankGenerator` code built the same groups: each data-parallel group inside the block
+of world / pp consecutive ranks of one stage). A stage's tp x cp x dp ranks are
+contiguous, so a data-parallel group with tp x cp < 8 has several ranks in a node, and a
+pipeline hop crosses nodes once a stage fills one. torchtitan's device mesh (`pp`,
+`dp_replicate`, `dp_shard`, `cp`, `tp`) and DeepSpeed's pipeline topology (`pipe`, `data`,
+`model`) also put the stage outermost. The expert groups are carved out of a stage's
+tp x cp x dp ranks (see `plan`'s module doc for the within-stage index). Not modelled:
+the `tp-cp-ep-pp-dp` order `--use-tp-pp-dp-mapping` selects.
 """
 
 from __future__ import annotations
@@ -29,21 +38,16 @@ class Layout:
 
     def __init__(self, plan: ParallelPlan) -> None:
         self.plan = plan
-        self.pp_outer = plan.ep > 1  # Megatron-Core's tp-cp-ep-dp-pp (module doc)
 
     def rank(self, tp: int, cp: int, stage: int, dp: int) -> int:
         p = self.plan
-        if self.pp_outer:
-            return ((stage * p.dp + dp) * p.cp + cp) * p.tp + tp
-        return ((dp * p.pp + stage) * p.cp + cp) * p.tp + tp
+        return ((stage * p.dp + dp) * p.cp + cp) * p.tp + tp
 
     def coords(self, rank: int) -> Coords:
         p = self.plan
         tp, rest = rank % p.tp, rank // p.tp
         cp, rest = rest % p.cp, rest // p.cp
-        if self.pp_outer:
-            return Coords(tp, cp, rest // p.dp, rest % p.dp)
-        return Coords(tp, cp, rest % p.pp, rest // p.pp)
+        return Coords(tp, cp, rest // p.dp, rest % p.dp)
 
     def _stage_rank(self, stage: int, w: int) -> int:
         """The global rank of within-stage index `w = tp_i + tp * (cp_i + cp * dp_i)`."""

@@ -11,17 +11,17 @@ ZeRO-3 gathers one flat buffer per layer, prefetched (`fsdp_unit` "layer": PyTor
 Megatron), or each weight tensor alone with a blocking fetch ("tensor": DeepSpeed's 2021 stage 3, see
 `zero3_tensor`); under pipeline parallelism (FSDP2 stacks only) it keeps the stage's
 parameters unsharded between micro-batches and runs ZeRO-1's traffic (`step_zero`,
-`fsdp_pp`). Rank placement (`layout`) is Megatron's default order: TP fastest (inside a
-node), then CP, then PP, then DP: `rank = ((dp * pp + stage) * cp + cp_i) * tp + tp_i`.
+`fsdp_pp`). Rank placement (`layout`) is Megatron-Core's default order `tp-cp-ep-dp-pp`:
+TP fastest (inside a node), then CP, then DP, the stage outermost:
+`rank = ((stage * dp + dp_i) * cp + cp_i) * tp + tp_i`.
 
 Mixture of experts: `ep` experts-parallel ranks share one MoE layer's experts and
 `etp` (1 or tp; Megatron-Core's default: tp) split each expert's FFN. As in Megatron-Core,
 the expert groups are carved out of a stage's tp x cp x dp ranks: within a stage, rank
 index `w = tp_i + tp * (cp_i + cp * dp_i) = etp_i + etp * (ep_i + ep * edp_i)`, so the EP
 group is `ep` ranks `etp` apart and the expert-data-parallel group (which reduces the
-expert gradients) the remaining `tp·cp·dp / (etp·ep)`. With `ep` > 1 the placement is
-Megatron-Core's `tp-cp-ep-dp-pp` order (PP outermost, so an EP group of tp·ep <= 8 ranks
-stays inside a node): `rank = ((stage * dp + dp_i) * cp + cp_i) * tp + tp_i`.
+expert gradients) the remaining `tp·cp·dp / (etp·ep)` (PP outermost, so an EP group of
+tp·ep <= 8 ranks stays inside a node).
 `a2a_overlap` is Megatron-Core's `overlap_moe_expert_parallel_comm` (Megatron-Bridge's
 `moe_a2a_overlap`): each steady-state forward runs merged with the next backward, layer by
 layer, so the all-to-alls of one overlap the other's compute (`moe_overlap`).

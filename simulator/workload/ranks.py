@@ -31,12 +31,8 @@ def expand(step: GeneratedStep, plan: ParallelPlan) -> list[RankGraph]:
         p2p = (rep.type == SEND) | (rep.type == RECV)
         peer = rep.comm_peer.copy()
         q = peer[p2p] // plan.tp  # the peer's (cp, stage) position; tp and dp are ours
-        cp, rest = q % plan.cp, q // plan.cp
-        stage = rest // plan.dp if lay.pp_outer else rest % plan.pp
-        if lay.pp_outer:
-            peer[p2p] = ((stage * plan.dp + c.dp) * plan.cp + cp) * plan.tp + c.tp
-        else:
-            peer[p2p] = ((c.dp * plan.pp + stage) * plan.cp + cp) * plan.tp + c.tp
+        cp, stage = q % plan.cp, q // plan.cp // plan.dp
+        peer[p2p] = ((stage * plan.dp + c.dp) * plan.cp + cp) * plan.tp + c.tp
         g = replace(rep, rank=r, comm_peer=peer)
         g.groups = [
             lay.tp_group(c),

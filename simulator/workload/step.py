@@ -36,7 +36,8 @@ from lumos.simulator.workload.schedule import in_flight, stage_order
 from lumos.simulator.workload.spec import ModelSpec, load_model
 
 ASSUMPTIONS = (
-    "Megatron-LM/NeMo-style training step: rank order TP (inside a node), CP, PP, DP",
+    "Megatron-LM/NeMo-style training step: rank order TP (inside a node), CP, DP, PP "
+    "(Megatron-Core's tp-cp-ep-dp-pp)",
     "linear layers in FP8 under fp8 (delayed scaling, per-GEMM input casts, the FP8 "
     "transposes Hopper's weight-gradient GEMMs read); embedding, "
     "output layer, attention, norms, element-wise ops and all communication in BF16",

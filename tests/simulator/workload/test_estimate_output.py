@@ -33,7 +33,8 @@ def test_written_ets_simulate_to_the_estimated_step(tmp_path: Path) -> None:
     assert est.exit_code == 0, est.output
     estimated = json.loads(est.stdout)["result"]["iteration_time_s"]
     written = sorted(p.name for p in out.glob("*.et"))
-    assert written == ["estimate.0.et", "estimate.2.et"]  # tp 0 / dp 0 of the two stages
+    # tp 0 / dp 0 of the two stages; a stage is its tp x dp = 4 contiguous ranks (layout)
+    assert written == ["estimate.0.et", "estimate.4.et"]
     refused = CliRunner().invoke(cli, ["simulate", str(out), "--hw", "h100"])
     assert refused.exit_code != 0 and "6 of 8 ranks are missing" in refused.output
     args = ["simulate", str(out), "--hw", "h100", "--allow-partial", "--json"]

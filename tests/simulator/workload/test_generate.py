@@ -45,8 +45,9 @@ def _count(g, kind: int, group: int | None = None, ctype: int | None = None) -> 
 
 def test_only_distinct_ranks_are_generated() -> None:
     step = _step(1)
-    assert [g.rank for g in step.graphs] == [s * 8 for s in range(8)]  # tp 0, dp 0 of each stage
-    assert len(step.rep) == 256 and step.rep[255] == 7 * 8 and step.rep[8 * 8 + 3] == 0
+    # tp 0, dp 0 of each stage; a stage's tp x dp = 32 ranks are contiguous (layout)
+    assert [g.rank for g in step.graphs] == [s * 32 for s in range(8)]
+    assert len(step.rep) == 256 and step.rep[255] == 7 * 32 and step.rep[32 + 8 * 2 + 3] == 32
 
 
 @pytest.mark.parametrize("stage", range(8))

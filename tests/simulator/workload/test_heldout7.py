@@ -81,7 +81,14 @@ def test_h200_control_row_runs_on_the_h200() -> None:
     row = script.parse(r)
     p = row.plan
     assert row.hw == "h200" and abs(row.published_s - 1.7471) < 1e-4
-    assert (p.tp, p.dp, p.gbs, p.seq, p.lora_rank, p.lora_targets) == (2, 8, 8, 8192, 16, "qkv,proj")
+    assert (p.tp, p.dp, p.gbs, p.seq, p.lora_rank, p.lora_targets) == (
+        2,
+        8,
+        8,
+        8192,
+        16,
+        "qkv,proj",
+    )
     assert p.tp_comm_overlap and p.precision.value == "fp8"
 
 

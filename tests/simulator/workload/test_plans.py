@@ -12,7 +12,7 @@ from lumos.simulator.costmodel.kernels import KernelModel
 from lumos.simulator.graph import COLL, RECV, SEND
 from lumos.simulator.network.api import ALL_GATHER, REDUCE_SCATTER
 from lumos.simulator.workload import ParallelPlan, estimate, generate
-from lumos.simulator.workload.block import CP_RECV, CP_SEND, DP
+from lumos.simulator.workload.block import CP_RECV, CP_SEND, DP, PP_SEND
 from lumos.simulator.workload.dims import Ctx
 from lumos.simulator.workload.layout import Layout
 from lumos.simulator.workload.memory import layer_activation_bytes
@@ -70,12 +70,29 @@ def test_zero3_gathers_every_layer_and_shards_memory() -> None:
     )
 
 
-def test_rank_placement_tp_fastest_then_cp_pp_dp() -> None:
+def test_rank_placement_is_megatron_core_tp_cp_dp_pp() -> None:
+    """Megatron-Core's default order `tp-cp-ep-dp-pp` (megatron/core/parallel_state.py
+    `initialize_model_parallel`): TP fastest, then CP, then DP, the stage outermost."""
     lay = Layout(ParallelPlan(tp=8, cp=2, pp=4, dp=2, gbs=8))
-    c = lay.coords(8 * 2 * 4 + 8 * 2 + 8 + 3)
+    c = lay.coords(8 * 2 * 2 * 1 + 8 * 2 * 1 + 8 * 1 + 3)  # stage 1, dp 1, cp 1, tp 3
     assert (c.tp, c.cp, c.stage, c.dp) == (3, 1, 1, 1)
-    assert lay.tp_group(c) == tuple(range(88, 96))  # one node
-    assert len(set(lay.dp_group(c))) == 4  # DP x CP replicas share the gradients
+    assert lay.tp_group(c) == tuple(range(56, 64))  # one node
+    assert lay.dp_group(c) == (35, 43, 51, 59)  # DP x CP replicas share the gradients
+    assert all(lay.coords(r).stage == 1 for r in range(32, 64))  # a stage is contiguous
+
+
+def test_dense_data_parallel_group_stays_in_a_node_when_tp_is_small() -> None:
+    """TP 2 x PP 4 x DP 4 on 32 GPUs (8 a node), as Megatron places it: a stage's 8 ranks
+    fill one node, so each DP group (stride TP) is inside it and every pipeline hop leaves
+    it; a generated rank sends its activations to the next stage's node."""
+    plan = ParallelPlan(tp=2, pp=4, dp=4, mbs=1, gbs=16, seq=1024)
+    lay = Layout(plan)
+    c = lay.coords(0)
+    assert lay.dp_group(c) == (0, 2, 4, 6)
+    assert {lay.rank(0, 0, s, 0) // 8 for s in range(4)} == {0, 1, 2, 3}
+    g = generate("gpt3-1.3b", plan).graphs[0]
+    sends = (g.type == SEND) & (g.stream == PP_SEND)
+    assert set(g.comm_peer[sends].tolist()) == {lay.rank(0, 0, 1, 0)} == {8}
 
 
 def test_pipeline_activation_memory_follows_in_flight_microbatches() -> None:
