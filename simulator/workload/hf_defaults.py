@@ -22,7 +22,13 @@ cost (a sliding window, Falcon's `multi_query`). Left out on purpose:
 
 Sources: huggingface/transformers @ 008e5743 (`src/transformers/models/<type>/
 configuration_<type>.py`, the transformers-5 dataclass fields) unless an entry names
-another commit.
+another commit (the one the look-up index held for that file).
+
+DeepSeek-V2's `q_lora_rank` (1536 in DeepseekV2Config) is left out on purpose: copies of
+DeepSeek-V2-Lite's file quoted in public code (mlc-llm's preset) drop its `q_lora_rank:
+null`, and filling 1536 would price a query LoRA that model does not have; a file without
+the key reads with a full-rank query projection (lumos' own default), as before. Its
+`num_experts_per_tok` defaults to None (no routing): a file must name it.
 """
 
 from __future__ import annotations
@@ -198,4 +204,64 @@ DEFAULTS: dict[str, ClassDefaults] = {
             "multi_query": True,
         },
     ),
+    # GPT-J (6B's shape; `n_inner` None: 4·hidden, lumos' own default)
+    "gptj": ClassDefaults(
+        "GPTJConfig",
+        _src("gptj", "huggingface/transformers @ 0bedd330"),
+        {"vocab_size": 50400, "n_embd": 4096, "n_layer": 28, "n_head": 16},
+    ),
+    # Phi-1's shape (PhiConfig's checkpoint microsoft/phi-1)
+    "phi": ClassDefaults("PhiConfig", _src("phi"), _dense(51200, 2048, 8192, 24, 32)),
+    # Cohere: Command R v01's shape, multi-head (num_key_value_heads None)
+    "cohere": ClassDefaults("CohereConfig", _src("cohere"), _dense(256_000, 8192, 22528, 40, 64)),
+    # DeepSeek-V2: MLA and experts, no q_lora_rank and no top-k (module doc)
+    "deepseek_v2": ClassDefaults(
+        "DeepseekV2Config",
+        _src("deepseek_v2"),
+        {
+            **_dense(32000, 4096, 11008, 32, 32),
+            "first_k_dense_replace": 0,
+            "kv_lora_rank": 512,
+            "n_routed_experts": 64,
+            "n_shared_experts": 2,
+            "qk_nope_head_dim": 128,
+            "qk_rope_head_dim": 64,
+            "v_head_dim": 128,
+            "moe_intermediate_size": 1407,
+        },
+    ),
+    # OPT-125m's shape; `hidden_size` is OPTConfig's `d_model` (attribute_map), `ffn_dim`
+    # its FFN width (`hf_layouts`), 2048 learned positions
+    "opt": ClassDefaults(
+        "OPTConfig",
+        _src("opt", "huggingface/transformers @ 014674d3"),
+        {
+            "vocab_size": 50272,
+            "hidden_size": 768,
+            "ffn_dim": 3072,
+            "num_hidden_layers": 12,
+            "num_attention_heads": 12,
+            "max_position_embeddings": 2048,
+        },
+    ),
+    # GPT-2 (124M's shape), 1024 learned positions
+    "gpt2": ClassDefaults(
+        "GPT2Config",
+        _src("gpt2", "huggingface/transformers @ 01ae98ae"),
+        {"vocab_size": 50257, "n_embd": 768, "n_layer": 12, "n_head": 12, "n_positions": 1024},
+    ),
+    # StableLM-3B-4E1T's shape, 32 key/value heads
+    "stablelm": ClassDefaults(
+        "StableLmConfig",
+        _src("stablelm", "huggingface/transformers @ 05cd1ec1"),
+        {**_dense(50304, 2560, 6912, 32, 32), "num_key_value_heads": 32},
+    ),
+    # GLM-4-9B's shape: 2 key/value heads of 128
+    "glm4": ClassDefaults(
+        "Glm4Config",
+        _src("glm4"),
+        {**_dense(151_552, 4096, 13696, 40, 32), "num_key_value_heads": 2, "head_dim": 128},
+    ),
+    # Granite: Llama-2-7B's shape (num_key_value_heads None)
+    "granite": ClassDefaults("GraniteConfig", _src("granite"), _dense(32000, 4096, 11008, 32, 32)),
 }

@@ -17,6 +17,8 @@ instead of before them (the same two RMSNorms over the same activations), Granit
 scalar multipliers of the embedding, residuals and logits (one multiply each, fused into neighbouring kernels), Gemma's
 embedding scaled by sqrt(hidden), GLM-4's RoPE on half of each head (`partial_rotary_factor`),
 MPT's ALiBi (a per-head bias added inside the attention kernel, `hf_layouts_renamed`).
+Phi's first remote-code layout (`phi-msft`) and ChatGLM's (`chatglm`) are transformers'
+`phi` and `glm` blocks under other names (`hf_layouts_renamed`).
 Model types lumos does not know are refused as such, never priced as a Llama.
 """
 
@@ -51,6 +53,7 @@ class Family:
 
 
 _LLAMA = Family(True, "rmsnorm")
+_PHI = Family(False, "layernorm", bias=(True, True), act="gelu_new", parallel=True, norms=1)
 #: HF model_type -> its fixed traits (transformers' modeling_*.py and *Config defaults)
 FAMILIES: dict[str, Family] = {
     **dict.fromkeys(("llama", "mistral", "mixtral"), _LLAMA),
@@ -107,7 +110,9 @@ FAMILIES: dict[str, Family] = {
     "gptj": Family(False, "layernorm", bias=(False, True), act="gelu_new", parallel=True, norms=1),
     # Phi-1 / 1.5 / 2: one `input_layernorm` feeding both (PhiDecoderLayer), every linear
     # biased (q/k/v/dense, fc1/fc2)
-    "phi": Family(False, "layernorm", bias=(True, True), act="gelu_new", parallel=True, norms=1),
+    "phi": _PHI,
+    # Phi-1.5 / 2's first remote-code layout: the same block (`hf_layouts_renamed.phi_msft`)
+    "phi-msft": _PHI,
     # Cohere (Command R): one `input_layernorm` (CohereLayerNorm, no bias) feeding attention
     # and a gated SiLU MLP (CohereDecoderLayer), output layer tied (CohereConfig)
     "cohere": Family(True, "layernorm", tied=True, parallel=True, norms=1),
@@ -130,6 +135,11 @@ FAMILIES: dict[str, Family] = {
     # (Glm4Attention), fused gate_up_proj SwiGLU; RoPE on half of each head
     # (`partial_rotary_factor` 0.5: priced as RoPE)
     "glm4": Family(True, "rmsnorm", bias=(True, False), post_norms=True),
+    # GLM (GlmDecoderLayer, models/glm/modeling_glm.py @ 00d4b3d2): Llama's pre-norm block,
+    # RMSNorms, q/k/v biased by `attention_bias`, o_proj and the fused gate_up_proj SwiGLU
+    # not; RoPE on half of each head (priced as RoPE). ChatGLM2 / 3 and GLM-4-9B's remote
+    # code (`chatglm`) is the same block under Megatron-style names (`hf_layouts_renamed`)
+    **dict.fromkeys(("glm", "chatglm"), Family(True, "rmsnorm", bias=(True, False))),
     # GLM-4.5 (Glm4MoeDecoderLayer): the two pre-norms only, q/k/v biased, QK-norm when
     # `use_qk_norm`; DeepSeek-V3's MoE names (`n_routed_experts`, `first_k_dense_replace`,
     # sigmoid routing) without MLA
@@ -186,7 +196,6 @@ REFUSED: dict[str, str] = {
     "bart": "an encoder-decoder model",
     "bert": "an encoder (bidirectional, no causal LM head)",
     "roberta": "an encoder (bidirectional, no causal LM head)",
-    "chatglm": "GLM's own block and config names (ChatGLM)",
 }
 
 

@@ -35,7 +35,7 @@ turns those into the common names before anything is read (transformers'
   `word_embed_proj_dim` other than `hidden_size` (OPT-350m's projections around the
   decoder), `do_layer_norm_before: false` (its post-LN) and `layerdrop` > 0 are refused;
 - `internlm` (InternLM v1): its `bias` biases q/k/v/o, never the MLP: `attention_bias`;
-- `mpt` and `exaone`: `hf_layouts_renamed`.
+- `mpt`, `exaone`, `phi-msft` and `chatglm`: `hf_layouts_renamed`.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lumos.errors import ConfigError
-from lumos.simulator.workload.hf_layouts_renamed import exaone, mpt
+from lumos.simulator.workload.hf_layouts_renamed import chatglm, exaone, mpt, phi_msft
 
 Config = dict[str, Any]
 
@@ -182,6 +182,8 @@ LAYOUTS: dict[str, Callable[[Config, str], Config]] = {
     "mpt": mpt,
     "exaone": exaone,
     "internlm": _internlm,
+    "phi-msft": phi_msft,
+    "chatglm": chatglm,
 }
 
 

@@ -43,7 +43,7 @@ from lumos.simulator.workload.hf_block import BLOCK_NAMES, block_traits
 from lumos.simulator.workload.hf_families import Family, family
 from lumos.simulator.workload.hf_layouts import rewrite
 from lumos.simulator.workload.hf_parallel import PARALLEL_NAMES, parallel_traits
-from lumos.simulator.workload.hf_wrappers import log_note, unwrap, with_defaults
+from lumos.simulator.workload.hf_wrappers import log_note, require_shape, unwrap, with_defaults
 from lumos.simulator.workload.moe_spec import ALIASES as MOE_ALIASES
 
 #: lumos key -> names that give it as they are (lumos' own first)
@@ -231,6 +231,7 @@ def lumos_keys(data: dict[str, Any], where: str, known: tuple[str, ...]) -> dict
     rest = parallel_traits(rest, family, where)
     out["name"] = rest.pop("name", None) or rest.pop("_name_or_path", None)
     rest.pop("_name_or_path", None)
+    require_shape(out, rest, data.get("model_type"), ALIASES, where)
     log_note(note)
     log_note(filled)
     return {**rest, **{k: v for k, v in out.items() if v is not None}}

@@ -54,6 +54,9 @@ _SAME = {
     "hidden_act": ("hidden_activation", "activation_function", "activation"),
     "sliding_window_pattern": ("layer_types",),
     "sliding_window": ("layer_types",),
+    # GPT-2's attribute_map: `max_position_embeddings` is `n_positions`
+    "n_positions": ("max_position_embeddings",),
+    "max_position_embeddings": ("n_positions",),
 }
 
 
@@ -116,3 +119,38 @@ def with_defaults(
         f"{table.cls}'s defaults, as transformers fills them ({table.source})"
     )
     return out, note
+
+
+#: the shape keys a spec cannot do without (lumos' names)
+_REQUIRED = ("layers", "hidden", "heads", "vocab")
+
+
+def require_shape(
+    out: dict[str, Any],
+    rest: dict[str, Any],
+    kind: object,
+    aliases: dict[str, tuple[str, ...]],
+    where: str,
+) -> None:
+    """Raise a ConfigError naming `where`, the model type and the key by the config's names
+    (`aliases`: lumos key -> its own name first, then the config names) when a config.json
+    with model type `kind` leaves out a shape key that neither the file nor its class
+    defaults give (`out`: the translated keys; a hybrid pattern in `rest` gives the layers)."""
+    if not isinstance(kind, str):
+        return
+    for key in _REQUIRED:
+        if out.get(key) is not None or (
+            key == "layers" and ("hybrid_override_pattern" in rest or "pattern" in rest)
+        ):
+            continue
+        names = " / ".join(repr(n) for n in aliases[key][1:])
+        table = DEFAULTS.get(kind)
+        why = (
+            f"{table.cls}'s defaults do not give it either"
+            if table
+            else "lumos holds no config-class defaults for that model type"
+        )
+        raise ConfigError(
+            f"{where}: model_type {kind!r} leaves out {names} (lumos' {key!r}) and {why}; "
+            "add it to the file"
+        )

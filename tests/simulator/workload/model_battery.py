@@ -121,5 +121,4 @@ REFUSED = {
     "Zamba2-2.7B": "model_type 'zamba2' means state-space \\(Mamba\\) layers",
     "rwkv-5-world-3b": "model_type 'rwkv5' means recurrent",
     "t5-base": "'is_encoder_decoder' means an encoder-decoder model",
-    "chatglm3-6b": "model_type 'chatglm' means GLM's own block",
 }
