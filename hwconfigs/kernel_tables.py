@@ -51,6 +51,9 @@ class KernelPhysics:
     host_view_ns: float = 0.0
     host_copy_ns: float = 0.0
     grouped_gemm_expert_ns: float = 0.0
+    host_torch_op_ns: float = 0.0
+    host_te_module_ns: float = 0.0
+    host_te_module_bwd_ns: float = 0.0
     nccl_ctas: int = 0
     nccl_cta_gbps: float = 0.0
 
@@ -107,6 +110,9 @@ _TABLE = {
     "host_view_ns": (non_negative, 0.0),
     "host_copy_ns": (non_negative, 0.0),
     "grouped_gemm_expert_ns": (non_negative, 0.0),
+    "host_torch_op_ns": (non_negative, 0.0),
+    "host_te_module_ns": (non_negative, 0.0),
+    "host_te_module_bwd_ns": (non_negative, 0.0),
     "nccl_ctas": (lambda v, w: 0 if v == 0 else _count(v, w), 0),
     "nccl_cta_gbps": (non_negative, 0.0),
 }

@@ -20,7 +20,7 @@ from lumos.simulator.graph import COLL, COMP, RECV, SEND
 COMPUTE, TP_STREAM, DP_STREAM, PP_SEND, PP_RECV, CP_SEND, CP_RECV = 7, 21, 22, 23, 24, 25, 26
 HOST = 27  # the framework's CPU thread, where its host work gates the GPU (zero3_tensor)
 EP_STREAM = 28  # expert-parallel token all-to-alls (moe)
-SYNC_STREAM = 29  # the host's waits for the device (dropless MoE routing counts: moe_meta)
+SYNC_STREAM = 29  # an MoE layer's host thread: its issue (moe_host) and waits (moe_meta)
 COUNTS_STREAM = 30  # the MoE dispatcher's token-count all-gathers (their own communicator)
 STREAM_ROLES = {
     COMPUTE: "compute",

@@ -1,8 +1,8 @@
 """Where a generated step's time goes, on its slowest rank.
 
 Compute = time the compute stream is busy. Exposed communication is counted per class
-in a fixed order — TP, CP, EP (mixture-of-experts all-to-alls and the host's waits for the
-routing counts), DP, PP — as the time that class's transfers add to the union
+in a fixed order — TP, CP, EP (mixture-of-experts all-to-alls, the host's waits for the
+routing counts and the host issuing a dropless MoE layer, `moe_host`), DP, PP — as the time that class's transfers add to the union
 of everything counted before it (compute included): so overlapped communication costs
 nothing and no second is counted twice. A transfer is active from when its rendezvous
 completes (`start + wait`) to its end. The rest of the step is pipeline bubble (idle).
@@ -33,7 +33,7 @@ from lumos.simulator.workload.block import (
 CLASSES: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("tp", (TP_STREAM,)),
     ("cp", (CP_SEND, CP_RECV)),
-    ("ep", (EP_STREAM, COUNTS_STREAM, SYNC_STREAM)),  # with the routing counts' gathers, waits
+    ("ep", (EP_STREAM, COUNTS_STREAM, SYNC_STREAM)),  # with the counts' gathers, the host thread
     ("dp", (DP_STREAM, HOST)),  # host work appears only as ZeRO-3's (zero3_tensor)
     ("pp", (PP_SEND, PP_RECV)),
 )

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 
 from lumos.simulator.network.api import ALL_GATHER, ALL_TO_ALL, REDUCE_SCATTER
-from lumos.simulator.workload import fp8, moe_meta
+from lumos.simulator.workload import fp8, moe_host, moe_meta
 from lumos.simulator.workload.block import EP, EP_STREAM, TP, TP_STREAM, Block
 from lumos.simulator.workload.dims import BF16, Ctx
 from lumos.simulator.workload.layer import (
@@ -211,6 +211,7 @@ def route(blk: Block, ctx: Ctx, tag: str) -> int:
     """Router GEMM, top-k and the permute (the local work before the dispatch)."""
     z, m, h = MoeSizes.of(ctx), ctx.model, ctx.h
     name = f"{tag}.moe"
+    moe_host.pre(blk, ctx, tag)
     blk.compute(f"{name}.router", *ctx.gemm(ctx.T_sp, m.experts, h, "bf16"))
     top = blk.compute(f"{name}.topk", *ctx.mem(ctx.T_sp * m.experts * FP32 * 2))
     top = moe_meta.counts(blk, ctx, tag, top)
@@ -224,6 +225,7 @@ def dispatch(blk: Block, ctx: Ctx, tag: str, perm: int) -> int:
     counts (`moe_meta`), then the probabilities' (alltoall dispatcher); returns what the
     experts wait for."""
     rows, sync = MoeSizes.of(ctx).sent, moe_meta.wait(blk, ctx, tag)
+    moe_host.post(blk, ctx, tag, sync)
     a2a = _exchange(blk, ctx, f"{tag}.moe.dispatch", rows, perm, sync)
     return moe_meta.probs_exchange(blk, ctx, f"{tag}.moe.dispatch_probs", rows, a2a)
 
@@ -252,9 +254,9 @@ def combine(blk: Block, ctx: Ctx, tag: str, out: int) -> int:
 def finish(blk: Block, ctx: Ctx, tag: str, ln: int, back: int) -> tuple[int, ...]:
     """The shared expert (on the norm `ln`) and the unpermute after the combine `back`;
     returns what the residual add waits for."""
-    waits: tuple[int, ...] = ()
+    waits: tuple[int, ...] = (moe_host.pending_post(blk, tag),)
     if ctx.model.shared_ffn:
-        waits = _shared_forward(blk, ctx, tag, ln)
+        waits = (*waits, *_shared_forward(blk, ctx, tag, ln))
     if _flex(ctx):  # DeepEP's combine sums each token's copies in its kernel
         return (*waits, back)
     nbytes = (MoeSizes.of(ctx).routed + ctx.T_sp) * ctx.h * BF16
@@ -285,6 +287,7 @@ def combine_bwd(blk: Block, ctx: Ctx, tag: str) -> tuple[tuple[int, ...], int]:
     """The shared expert's backward, the unpermute's and the combine's gradient
     all-to-all: (the shared expert's input-gradient reductions, the all-to-all)."""
     z, h, name = MoeSizes.of(ctx), ctx.h, f"{tag}.moe"
+    moe_host.backward(blk, ctx, tag)
     red: tuple[int, ...] = ()
     if ctx.model.shared_ffn:
         ffn, up = _shared_widths(ctx)
@@ -339,7 +342,8 @@ def route_bwd(blk: Block, ctx: Ctx, tag: str, back: int) -> int:
     if not _flex(ctx):
         blk.compute(f"{name}.permute_bwd", *ctx.mem(nbytes), waits=(back,))
     blk.compute(f"{name}.topk_bwd", *ctx.mem(ctx.T_sp * m.experts * FP32 * 3), waits=(back,))
-    blk.compute(f"{name}.router.dgrad", *ctx.gemm(ctx.T_sp, h, m.experts, "bf16"))
+    issued = moe_host.pending_backward(blk, tag)
+    blk.compute(f"{name}.router.dgrad", *ctx.gemm(ctx.T_sp, h, m.experts, "bf16"), (issued,))
     return blk.compute(
         f"{name}.router.wgrad", *ctx.gemm(m.experts, h, ctx.T_sp, "bf16", wgrad=True)
     )

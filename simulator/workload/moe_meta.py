@@ -43,6 +43,7 @@ idles only when the work queued behind the copy (the permute) is shorter than th
 from __future__ import annotations
 
 from lumos.simulator.network.api import ALL_GATHER, ALL_TO_ALL
+from lumos.simulator.workload import moe_host
 from lumos.simulator.workload.block import COUNTS_STREAM, EP, EP_STREAM, SYNC_STREAM, Block
 from lumos.simulator.workload.dims import Ctx
 
@@ -82,12 +83,14 @@ def counts(blk: Block, ctx: Ctx, tag: str, after: int) -> int:
 
 def wait(blk: Block, ctx: Ctx, tag: str) -> int:
     """The host's wait for this layer's token counts (`counts`), before it issues the
-    dispatch; -1 without one (drop-and-pad routing)."""
+    dispatch, once it has issued the copy (`moe_host.pre`); -1 without one (drop-and-pad
+    routing)."""
     gpu = blk.marks.pop(_PENDING.format(tag=tag), -1)
+    issued = moe_host.pending_pre(blk, tag)
     if gpu < 0:
         return -1
     ns = ctx.km.physics.host_copy_ns
-    return blk.side(f"{tag}.moe.sync", SYNC_STREAM, ns, 0, (gpu,))
+    return blk.side(f"{tag}.moe.sync", SYNC_STREAM, ns, 0, (gpu, issued))
 
 
 def probs_exchange(blk: Block, ctx: Ctx, name: str, rows: int, after: int) -> int:

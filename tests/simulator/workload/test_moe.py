@@ -71,6 +71,7 @@ def test_moe_layer_ops_and_all_to_alls_exact() -> None:
     bwd += ["fc1.dgrad", "fc1.wgrad", "sort_bwd", "permute_bwd", "topk_bwd"]
     bwd += ["router.dgrad", "router.wgrad", "dispatch_probs_bwd"]
     a2a = ["dispatch", "combine", "combine_bwd", "dispatch_bwd"]
+    fwd += ["host_issue", "host_issue_post", "host_issue_bwd"]  # the host thread: moe_host
     assert layer0 == Counter(f"moe.{n}" for n in fwd + bwd + a2a)
     colls = (g.type == COLL) & (g.comm_type == ALL_TO_ALL)
     # two MoE layers x (dispatch, combine, the dispatch's probabilities) x (fwd, bwd)

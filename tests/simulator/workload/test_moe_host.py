@@ -160,7 +160,7 @@ def test_te_grouped_gemm_is_never_faster_than_its_per_expert_host_loop() -> None
         for k in gemm:
             assert te[k] == 2 * per
             assert fused[k] < per / 4
-        assert all(te[k] == fused[k] for k in te if k not in gemm)
+        assert all(te[k] == fused[k] for k in te if k not in gemm and "host_issue" not in k)
     with pytest.raises(Exception, match="grouped_gemm"):
         _plan(grouped_gemm="cutlass")
 

@@ -92,7 +92,10 @@ def test_overlap_keeps_the_work_and_hides_all_to_all() -> None:
             ka, kb = a.type == kind, b.type == kind
             assert sorted(a.dur_ns[ka].tolist()) == sorted(b.dur_ns[kb].tolist())
             assert np.array_equal(np.sort(a.comm_size[ka]), np.sort(b.comm_size[kb]))
-    r_off, r_on = (estimate(_model(), _plan(o), "h100", exact=True) for o in (False, True))
+    # one grouped kernel: under TE's host loop these tiny layers are bound by the host
+    # thread (moe_host), which the overlap does not shorten
+    plans = (_plan(o, grouped_gemm="fused") for o in (False, True))
+    r_off, r_on = (estimate(_model(), p, "h100", exact=True) for p in plans)
     assert r_on.iteration_time_s < r_off.iteration_time_s
     assert r_on.breakdown.exposed_ep_s < r_off.breakdown.exposed_ep_s
     assert r_on.breakdown.compute_s == pytest.approx(r_off.breakdown.compute_s)
