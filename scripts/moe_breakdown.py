@@ -100,6 +100,7 @@ def report(row_id: str) -> str:
         f"{row_id}: published {row.published_s:.2f} s, lumos {res.iteration_time_s:.2f} s "
         f"({err:+.1f} %); {passes} layer passes on rank 0, {layers} layer(s) a chunk",
         f"  step: compute {b.compute_s:.2f} s, exposed all-to-all {b.exposed_ep_s:.2f} s, "
+        f"MoE host {b.exposed_host_s:.2f} s, "
         f"bubble {b.bubble_s:.2f} s, exposed pp {b.exposed_pp_s:.2f} s, "
         f"dp {b.exposed_dp_s:.2f} s, tp {b.exposed_tp_s:.2f} s",
         f"  unexplained by lumos: {missing:.2f} ms a layer pass",

@@ -62,6 +62,7 @@ def print_result(result: EstimateResult) -> None:
         f"{b.exposed_tp_s:.3f}, CP {b.exposed_cp_s:.3f}, DP {b.exposed_dp_s:.3f}, "
         f"PP {b.exposed_pp_s:.3f}, bubble {b.bubble_s:.3f}"
         + (f", EP all-to-all {b.exposed_ep_s:.3f}" if b.exposed_ep_s else "")
+        + (f", MoE host {b.exposed_host_s:.3f}" if b.exposed_host_s else "")
     )
     verdict = "fits" if m.fits else f"DOES NOT FIT in {m.capacity_gb:.0f} GB"
     click.echo(

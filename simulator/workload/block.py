@@ -20,8 +20,9 @@ from lumos.simulator.graph import COLL, COMP, RECV, SEND
 COMPUTE, TP_STREAM, DP_STREAM, PP_SEND, PP_RECV, CP_SEND, CP_RECV = 7, 21, 22, 23, 24, 25, 26
 HOST = 27  # the framework's CPU thread, where its host work gates the GPU (zero3_tensor)
 EP_STREAM = 28  # expert-parallel token all-to-alls (moe)
-SYNC_STREAM = 29  # an MoE layer's host thread: its issue (moe_host) and waits (moe_meta)
+SYNC_STREAM = 29  # the host's waits for the device (dropless MoE routing counts: moe_meta)
 COUNTS_STREAM = 30  # the MoE dispatcher's token-count all-gathers (their own communicator)
+MOE_HOST = 31  # the host issuing a Megatron-Core MoE layer's work (moe_host)
 STREAM_ROLES = {
     COMPUTE: "compute",
     TP_STREAM: "tp comm",
@@ -34,6 +35,7 @@ STREAM_ROLES = {
     EP_STREAM: "ep comm",
     SYNC_STREAM: "host sync",
     COUNTS_STREAM: "ep counts",
+    MOE_HOST: "moe host",
 }
 #: group slots of a generated rank (`RankGraph.groups` order): EP exchanges tokens, EDP
 #: (expert data parallel) reduces expert gradients

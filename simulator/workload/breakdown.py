@@ -1,8 +1,9 @@
 """Where a generated step's time goes, on its slowest rank.
 
 Compute = time the compute stream is busy. Exposed communication is counted per class
-in a fixed order — TP, CP, EP (mixture-of-experts all-to-alls, the host's waits for the
-routing counts and the host issuing a dropless MoE layer, `moe_host`), DP, PP — as the time that class's transfers add to the union
+in a fixed order — TP, CP, EP (mixture-of-experts all-to-alls and the host's waits for the
+routing counts), MoE host (the host issuing a Megatron-Core MoE layer's work, `moe_host`),
+DP, PP — as the time that class's transfers add to the union
 of everything counted before it (compute included): so overlapped communication costs
 nothing and no second is counted twice. A transfer is active from when its rendezvous
 completes (`start + wait`) to its end. The rest of the step is pipeline bubble (idle).
@@ -24,6 +25,7 @@ from lumos.simulator.workload.block import (
     DP_STREAM,
     EP_STREAM,
     HOST,
+    MOE_HOST,
     PP_RECV,
     PP_SEND,
     SYNC_STREAM,
@@ -33,7 +35,8 @@ from lumos.simulator.workload.block import (
 CLASSES: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("tp", (TP_STREAM,)),
     ("cp", (CP_SEND, CP_RECV)),
-    ("ep", (EP_STREAM, COUNTS_STREAM, SYNC_STREAM)),  # with the counts' gathers, the host thread
+    ("ep", (EP_STREAM, COUNTS_STREAM, SYNC_STREAM)),  # with the routing counts' gathers, waits
+    ("host", (MOE_HOST,)),
     ("dp", (DP_STREAM, HOST)),  # host work appears only as ZeRO-3's (zero3_tensor)
     ("pp", (PP_SEND, PP_RECV)),
 )
@@ -51,6 +54,7 @@ class Breakdown:
     exposed_pp_s: float
     bubble_s: float
     exposed_ep_s: float = 0.0
+    exposed_host_s: float = 0.0  # the host issuing MoE layers (moe_host), past all above
 
     def to_json(self) -> dict[str, float | int]:
         return {k: round(v, 6) if isinstance(v, float) else v for k, v in asdict(self).items()}
@@ -94,4 +98,5 @@ def breakdown(g: RankGraph, r: RankResult) -> Breakdown:
         out["pp"] / 1e9,
         max(total - base, 0) / 1e9,
         out["ep"] / 1e9,
+        out["host"] / 1e9,
     )

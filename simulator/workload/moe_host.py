@@ -27,11 +27,12 @@ recipes set them, aux-loss routing and forced load balancing):
   `grouped_gemm_expert_ns` each (FC1 and FC2 forward; their data and weight gradients
   backward), as `moe.grouped_gemm` already floors them.
 
-In the generated graph the host thread is `SYNC_STREAM`, in issue order: a node issuing the
-layer's work up to its copy (`pre`), the wait for the counts (`moe_meta.wait`, which also
-waits for `pre`), a node issuing the rest of the layer after the wait (`post`, which the
-layer's residual add waits for), and in the backward a node issuing the layer's backward
-(which the router's gradient waits for). Only the all-to-all dispatcher's and DeepEP's
+In the generated graph the host's issue is the `MOE_HOST` stream, in issue order: a node
+issuing the layer's work up to its copy (`pre`), then the wait for the counts (on
+`SYNC_STREAM`: `moe_meta.wait`, which also waits for `pre`), a node issuing the rest of the
+layer after the wait (`post`, which the layer's residual add waits for), and in the
+backward a node issuing the layer's backward (which the router's gradient waits for). The
+breakdown reports the time it adds past compute and communication as `exposed_host_s`. Only the all-to-all dispatcher's and DeepEP's
 dropless paths under Transformer Engine's grouped GEMM (`grouped_gemm` "te", the Megatron-
 Core stacks) carry it; with the kernel file's host times at 0 nothing changes.
 """
@@ -40,7 +41,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lumos.simulator.workload.block import SYNC_STREAM, Block
+from lumos.simulator.workload.block import MOE_HOST, Block
 from lumos.simulator.workload.dims import Ctx
 
 #: a block mark: the node that issued this layer's work up to the counts' copy
@@ -91,7 +92,7 @@ def pre(blk: Block, ctx: Ctx, tag: str) -> int:
     host issued before, in stream order); -1 where not carried."""
     if not carries_host(ctx):
         return -1
-    idx = blk.side(f"{tag}.moe.host_issue", SYNC_STREAM, issue_ns(ctx)[0], 0, ())
+    idx = blk.side(f"{tag}.moe.host_issue", MOE_HOST, issue_ns(ctx)[0], 0, ())
     blk.mark(_PRE.format(tag=tag), idx)
     return idx
 
@@ -107,7 +108,7 @@ def post(blk: Block, ctx: Ctx, tag: str, sync: int) -> int:
     if not carries_host(ctx):
         return -1
     ns = issue_ns(ctx)[1]
-    idx = blk.side(f"{tag}.moe.host_issue_post", SYNC_STREAM, ns, 0, (sync,))
+    idx = blk.side(f"{tag}.moe.host_issue_post", MOE_HOST, ns, 0, (sync,))
     blk.mark(_POST.format(tag=tag), idx)
     return idx
 
@@ -121,7 +122,7 @@ def backward(blk: Block, ctx: Ctx, tag: str) -> None:
     """The host issuing this layer's backward (no wait there: the split sizes are reused);
     what the router's gradient then waits for (`pending_backward`)."""
     if carries_host(ctx):
-        idx = blk.side(f"{tag}.moe.host_issue_bwd", SYNC_STREAM, issue_ns(ctx)[2], 0, ())
+        idx = blk.side(f"{tag}.moe.host_issue_bwd", MOE_HOST, issue_ns(ctx)[2], 0, ())
         blk.mark(_BWD.format(tag=tag), idx)
 
 

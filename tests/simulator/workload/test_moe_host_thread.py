@@ -14,7 +14,7 @@ from lumos.simulator.costmodel.kernels import KernelModel
 from lumos.simulator.network.nccl import pricer_for_job
 from lumos.simulator.run import Mode, SimOptions, simulate
 from lumos.simulator.workload import ParallelPlan, generate
-from lumos.simulator.workload.block import SYNC_STREAM
+from lumos.simulator.workload.block import MOE_HOST, SYNC_STREAM
 from lumos.simulator.workload.generate import Generator
 from lumos.simulator.workload.spec import ModelSpec, load_model, model_from_dict
 from lumos.simulator.workload.step import estimate
@@ -56,7 +56,7 @@ def _qwen3_30b_plan(**kw: object) -> ParallelPlan:
 def _host_nodes(gen: Generator, forward: bool) -> list[tuple[str, int]]:
     blk = gen.block(0, 0, forward)
     names = gen.names.as_list()
-    on = blk.cols["stream"] == SYNC_STREAM
+    on = np.isin(blk.cols["stream"], (SYNC_STREAM, MOE_HOST))
     return [(names[n], int(d)) for n, d, s in zip(blk.name, blk.cols["dur"], on, strict=True) if s]
 
 
@@ -118,6 +118,9 @@ def test_qwen3_30b_exposed_host_time_grows_as_the_micro_batch_shrinks_a_gpu() ->
         with_host = estimate(load_model("qwen3-30b-a3b"), plan, "h100", gpus=gpus)
         without = estimate(load_model("qwen3-30b-a3b"), plan, "h100", gpus=gpus, physics=free)
         shown.append(with_host.iteration_time_s - without.iteration_time_s)
+        assert without.breakdown.exposed_host_s == 0.0
+        reported = with_host.breakdown.exposed_host_s  # the breakdown's own class
+        assert shown[-1] * 0.5 <= reported <= shown[-1] + 0.01
     tp1, tp4 = shown
     assert 0.0 <= tp1 < 0.005
     assert 0.15 < tp4 < 0.25 and tp4 <= 96 * (PRE + 10 * US + _post(16)) / 1e9

@@ -65,9 +65,7 @@ def test_dropless_all_to_all_waits_on_the_host_once_per_moe_layer_forward() -> N
         assert at(f"{layer}.moe.splits") < at(f"{layer}.moe.sync") < at(f"{layer}.moe.dispatch")
     assert not _named(bwd, ".moe.sync")
     (g,) = generate(_model(), _plan(), "h100").graphs
-    names = np.array(g.names)[g.name_idx]
-    waited = [str(n) for n in names[g.stream == SYNC_STREAM] if str(n).endswith(".moe.sync")]
-    assert len(waited) == 2  # 2 MoE layers x 1 micro-batch (the rest: moe_host's issue)
+    assert int((g.stream == SYNC_STREAM).sum()) == 2  # 2 MoE layers x 1 micro-batch
 
 
 def test_dispatch_starts_only_after_the_host_has_its_counts() -> None:
