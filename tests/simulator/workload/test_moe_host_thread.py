@@ -102,10 +102,10 @@ def test_the_wait_follows_the_issue_and_the_layer_ends_after_the_host() -> None:
 
 
 def test_qwen3_30b_exposed_host_time_grows_as_the_micro_batch_shrinks_a_gpu() -> None:
-    """The host thread's cost on Qwen3-30B-A3B (EP 8, ETP 1, one sequence a micro-batch, two
-    a rank, 48 layers: 96 layer passes): the step with the shipped host times minus the same
+    """The host thread's cost on Qwen3-30B-A3B (EP 8, ETP 1, FP8, one sequence a micro-batch,
+    two a rank, 48 layers: 96 layer passes): the step with the shipped host times minus the same
     step with them at 0. From one wait to the next the host needs 1,635 + 10 + 1,381 =
-    3,026 us. At TP 1 (4,096 tokens a GPU, FP8) the GPU needs more there: under 5 ms shows
+    3,026 us. At TP 1 (4,096 tokens a GPU) the GPU needs more there: under 5 ms shows
     in the step. At TP 4 (1,024 tokens a GPU) it needs about 1 ms: ~2 ms a pass shows,
     0.15-0.25 s of the ~0.9 s step (measured 0.195 s), never more than 3,026 us a pass."""
     free = dataclasses.replace(
