@@ -13,7 +13,8 @@ What the host issues per MoE layer (`HostLedger`, counted from Megatron-Core's c
 `NVIDIA/Megatron-LM` `megatron/core/transformer/moe/router.py` @ 005742ff and the
 `MoEAlltoAllTokenDispatcher` of `token_dispatcher.py` of the same release, with
 `moe_permute_fusion` on and `moe_router_fusion` off, as the Megatron-Bridge performance
-recipes set them, aux-loss routing and forced load balancing):
+recipes set them, aux-loss routing and forced load balancing; read off the code, not
+traced):
 
 * Transformer Engine modules (the fused norm + QKV linear, the core attention, the
   projection, the pre-MLP norm), each at `host_te_module_ns` forward and
