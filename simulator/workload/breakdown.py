@@ -2,8 +2,8 @@
 
 Compute = time the compute stream is busy. Exposed communication is counted per class
 in a fixed order — TP, CP, EP (mixture-of-experts all-to-alls and the host's waits for the
-routing counts), MoE host (the host issuing a Megatron-Core MoE layer's work, `moe_host`),
-DP, PP — as the time that class's transfers add to the union
+routing counts), MoE host (the host issuing a Megatron-Core MoE layer's work after its
+wait, `moe_host`), DP, PP — as the time that class's transfers add to the union
 of everything counted before it (compute included): so overlapped communication costs
 nothing and no second is counted twice. A transfer is active from when its rendezvous
 completes (`start + wait`) to its end. The rest of the step is pipeline bubble (idle).
@@ -31,6 +31,7 @@ from lumos.simulator.workload.block import (
     SYNC_STREAM,
     TP_STREAM,
 )
+from lumos.simulator.workload.moe_host import CHAINED_SUFFIX, POST_SUFFIX
 
 CLASSES: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("tp", (TP_STREAM,)),
@@ -72,6 +73,19 @@ def _measure(starts: np.ndarray, ends: np.ndarray) -> int:
     return int(e[-1] - s[0] - gaps.sum())
 
 
+def _after_waits(g: RankGraph) -> np.ndarray:
+    """The host thread's nodes issuing after a wait in their block (`moe_host.post` and the
+    next layer's `pre`): only there has the GPU nothing queued but what the host issues. Its running ahead elsewhere
+    (before the copy, the backward, during pipeline warm-up) shows where the GPU waits for
+    something else, so it is not counted as the host's (it is compute, communication or
+    bubble)."""
+    on = g.stream == MOE_HOST
+    if not on.any():
+        return on
+    post = [i for i, n in enumerate(g.names) if n.endswith((POST_SUFFIX, CHAINED_SUFFIX))]
+    return on & np.isin(g.name_idx, post)
+
+
 def breakdown(g: RankGraph, r: RankResult) -> Breakdown:
     """The breakdown of rank `r` (simulated from graph `g`)."""
     t = r.tasks
@@ -82,7 +96,7 @@ def breakdown(g: RankGraph, r: RankResult) -> Breakdown:
     base = _measure(starts[0], ends[0])
     out = {"compute": base}
     for name, streams in CLASSES:
-        mask = np.isin(stream, streams)
+        mask = np.isin(stream, streams) if name != "host" else _after_waits(g)
         starts.append(active_start[mask])
         ends.append(t.end_ns[mask])
         now = _measure(np.concatenate(starts), np.concatenate(ends))

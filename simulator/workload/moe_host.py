@@ -33,7 +33,9 @@ issuing the layer's work up to its copy (`pre`), then the wait for the counts (o
 `SYNC_STREAM`: `moe_meta.wait`, which also waits for `pre`), a node issuing the rest of the
 layer after the wait (`post`, which the layer's residual add waits for), and in the
 backward a node issuing the layer's backward (which the router's gradient waits for). The
-breakdown reports the time it adds past compute and communication as `exposed_host_s`. Only the all-to-all dispatcher's and DeepEP's
+breakdown reports the time the `post` nodes add past compute and communication as
+`exposed_host_s`, and the `pre` nodes that follow one in the same block (named
+`...host_issue_chained`): only after a wait is the GPU's queue known to hold nothing else. Only the all-to-all dispatcher's and DeepEP's
 dropless paths under Transformer Engine's grouped GEMM (`grouped_gemm` "te", the Megatron-
 Core stacks) carry it; with the kernel file's host times at 0 nothing changes.
 """
@@ -47,6 +49,12 @@ from lumos.simulator.workload.dims import Ctx
 
 #: a block mark: the node that issued this layer's work up to the counts' copy
 _PRE = "{tag}.moe.host_pre"
+#: the name endings of the nodes issuing after a wait in the same block (what the breakdown
+#: counts): the rest of a layer, and the next layer up to its copy
+POST_SUFFIX = ".moe.host_issue_post"
+CHAINED_SUFFIX = ".moe.host_issue_chained"
+#: a block mark: this block's host has waited at least once
+_WAITED = "moe.host_waited"
 #: a block mark: the node that issued the rest of this layer's forward after its wait
 _POST = "{tag}.moe.host_post"
 #: a block mark: the node that issued this layer's backward
@@ -93,7 +101,8 @@ def pre(blk: Block, ctx: Ctx, tag: str) -> int:
     host issued before, in stream order); -1 where not carried."""
     if not carries_host(ctx):
         return -1
-    idx = blk.side(f"{tag}.moe.host_issue", MOE_HOST, issue_ns(ctx)[0], 0, ())
+    name = f"{tag}{CHAINED_SUFFIX}" if _WAITED in blk.marks else f"{tag}.moe.host_issue"
+    idx = blk.side(name, MOE_HOST, issue_ns(ctx)[0], 0, ())
     blk.mark(_PRE.format(tag=tag), idx)
     return idx
 
@@ -109,8 +118,10 @@ def post(blk: Block, ctx: Ctx, tag: str, sync: int) -> int:
     if not carries_host(ctx):
         return -1
     ns = issue_ns(ctx)[1]
-    idx = blk.side(f"{tag}.moe.host_issue_post", MOE_HOST, ns, 0, (sync,))
+    idx = blk.side(f"{tag}{POST_SUFFIX}", MOE_HOST, ns, 0, (sync,))
     blk.mark(_POST.format(tag=tag), idx)
+    if sync >= 0:
+        blk.mark(_WAITED, sync)
     return idx
 
 

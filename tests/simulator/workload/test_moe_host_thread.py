@@ -93,12 +93,13 @@ def test_the_wait_follows_the_issue_and_the_layer_ends_after_the_host() -> None:
         str(names[i]): (int(s), int(e))
         for i, s, e in zip(t.node_id, t.start_ns, t.end_ns, strict=True)
     }
-    for layer in ("layer0", "layer1"):
-        issued, sync = at[f"{layer}.moe.host_issue"], at[f"{layer}.moe.sync"]
+    # the second layer's issue follows the first's wait: named so (what the breakdown counts)
+    for layer, issue in (("layer0", "host_issue"), ("layer1", "host_issue_chained")):
+        issued, sync = at[f"{layer}.moe.{issue}"], at[f"{layer}.moe.sync"]
         post, resid = at[f"{layer}.moe.host_issue_post"], at[f"{layer}.residual2"]
         assert issued[1] <= sync[0] and sync[1] <= post[0] and post[1] <= resid[1]
         assert post[1] - post[0] == _post(2)
-    assert at["layer0.moe.host_issue_post"][1] <= at["layer1.moe.host_issue"][0]
+    assert at["layer0.moe.host_issue_post"][1] <= at["layer1.moe.host_issue_chained"][0]
 
 
 def test_qwen3_30b_exposed_host_time_grows_as_the_micro_batch_shrinks_a_gpu() -> None:
@@ -111,7 +112,7 @@ def test_qwen3_30b_exposed_host_time_grows_as_the_micro_batch_shrinks_a_gpu() ->
     free = dataclasses.replace(
         base_physics(), host_torch_op_ns=0.0, host_te_module_ns=0.0, host_te_module_bwd_ns=0.0
     )
-    shown = []
+    shown, reported = [], []
     for kw in ({"precision": "fp8"}, {"tp": 4, "etp": 1}):
         plan = _qwen3_30b_plan(**kw)
         gpus = plan.tp * plan.dp
@@ -119,9 +120,10 @@ def test_qwen3_30b_exposed_host_time_grows_as_the_micro_batch_shrinks_a_gpu() ->
         without = estimate(load_model("qwen3-30b-a3b"), plan, "h100", gpus=gpus, physics=free)
         shown.append(with_host.iteration_time_s - without.iteration_time_s)
         assert without.breakdown.exposed_host_s == 0.0
-        reported = with_host.breakdown.exposed_host_s  # the breakdown's own class
-        assert shown[-1] * 0.5 <= reported <= shown[-1] + 0.01
+        reported.append(with_host.breakdown.exposed_host_s)  # the breakdown's own class
     tp1, tp4 = shown
+    # the breakdown counts the host after a wait (the rest can show as bubble): at most all
+    assert 0.0 <= reported[0] <= tp1 + 1e-3 and 0.5 * tp4 <= reported[1] <= tp4 + 1e-3
     assert 0.0 <= tp1 < 0.005
     assert 0.15 < tp4 < 0.25 and tp4 <= 96 * (PRE + 10 * US + _post(16)) / 1e9
 
