@@ -19,10 +19,13 @@ from dataclasses import dataclass, field
 from typing import IO
 
 import numpy as np
+from google.protobuf.message import DecodeError
 
+from lumos.converters.chakra.stream import checked_count
 from lumos.converters.chakra.varint import VarintError, decode_varint
 from lumos.errors import TraceFormatError
 from lumos.limits import MAX_FRAME_BYTES, MAX_RANK_NODES
+from lumos.proto import pb
 from lumos.simulator.et_attrs import decode_attrs
 from lumos.simulator.et_names import NameTable
 from lumos.simulator.et_wire import PAD, packed_ok, packed_varints, varints, walk
@@ -142,6 +145,7 @@ def read_columns(
             size, body = decode_varint(data, 0, held)
             head = bytes(data[body : body + size])
             offsets = offsets[1:]
+            _check_stated_count(head, path)
         lo = bisect_left(offsets, start, 0, len(offsets) - 1)
         hi = bisect_left(offsets, limit, lo, len(offsets) - 1)
         if hi > lo:
@@ -159,6 +163,25 @@ def read_columns(
     if head is None:
         raise TraceFormatError(path, "empty file: no GlobalMetadata message")
     return head, cols
+
+
+def _check_stated_count(head: bytes, path: str) -> None:
+    """Refuse a rank whose metadata states a negative `node_count`, or more nodes than
+    `MAX_RANK_NODES`, at its first chunk: an oversized file was read up to the limit (1.2 GB
+    at 8.4 million nodes) before. A header that does not parse is `graph_columns`' to name."""
+    meta = pb.GlobalMetadata()
+    try:
+        meta.ParseFromString(head)
+    except DecodeError:
+        return
+    check_stated(checked_count(meta, path), path)
+
+
+def check_stated(count: int | None, path: str) -> None:
+    """Raises ResourceLimitError if a rank's metadata states more nodes than
+    `MAX_RANK_NODES` (None: the file states no count)."""
+    if count is not None:
+        MAX_RANK_NODES.check(count, f"{path}: nodes of one rank's ET (its metadata's node_count)")
 
 
 def _size_hint(stream: IO[bytes]) -> int:

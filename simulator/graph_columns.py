@@ -16,7 +16,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from lumos.converters.chakra import conventions as cv
-from lumos.converters.chakra.stream import declared_count
+from lumos.converters.chakra.stream import checked_count
 from lumos.errors import TraceFormatError
 from lumos.limits import MAX_RANK_NODES
 from lumos.proto import pb
@@ -64,7 +64,7 @@ def graph_from_columns(
     """Assemble the graph (consumes `cols`). Raises as `read_graph`, and TraceFormatError
     if the file holds fewer (cut short) or more nodes than its metadata's `node_count`."""
     n = MAX_RANK_NODES.check(cols.count, f"{source}: nodes of one rank's ET")  # all parts
-    stated = declared_count(metadata)
+    stated = checked_count(metadata, source)
     if stated is not None and n != stated:  # what EtReader refuses, simulate refuses too
         raise TraceFormatError(
             source,

@@ -21,7 +21,7 @@ from lumos.converters.chakra.archive import open_tar, read_member
 from lumos.converters.chakra.compressed import GZIP_MAGIC, decompressing, open_file
 from lumos.converters.chakra.files import EtSource
 from lumos.errors import TraceFormatError
-from lumos.simulator.et_columns import Columns, read_columns
+from lumos.simulator.et_columns import Columns, check_stated, read_columns
 from lumos.simulator.graph import RankGraph
 from lumos.simulator.graph_columns import graph_from_columns, parse_metadata, read_graph
 
@@ -63,6 +63,10 @@ def read_sources(
         for source in sources:
             yield source, _read_source(source, repair)
         return
+    for source in sources:  # workers decode their byte ranges whatever the header says
+        if source.archive is None:
+            with source.open() as reader:
+                check_stated(reader.node_count, source.path)
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 

@@ -122,7 +122,11 @@ class EtReader:
             raise TraceFormatError(
                 self.path, f"bad GlobalMetadata: {exc}", where="byte 0"
             ) from None
-        self.node_count = declared_count(self.metadata)
+        try:
+            self.node_count = checked_count(self.metadata, self.path)
+        except TraceFormatError:
+            self.close()
+            raise
 
     def __enter__(self) -> EtReader:
         return self
@@ -162,6 +166,22 @@ def declared_count(meta: pb.GlobalMetadata) -> int | None:
         if attr.name == NODE_COUNT and attr.WhichOneof("value") in ("int64_val", "uint64_val"):
             return int(getattr(attr, attr.WhichOneof("value") or "int64_val"))
     return None
+
+
+def checked_count(meta: pb.GlobalMetadata, path: str) -> int | None:
+    """`declared_count`, refusing a negative one: no file holds -5 nodes, and comparing it
+    with the nodes read would blame the file's end ("nodes were appended").
+
+    Raises TraceFormatError naming `path` and the field.
+    """
+    count = declared_count(meta)
+    if count is not None and count < 0:
+        raise TraceFormatError(
+            path,
+            f"metadata {NODE_COUNT} is {count:,}: not a node count (0 or more); the "
+            "producer wrote a bad header",
+        )
+    return count
 
 
 def with_node_count(meta: pb.GlobalMetadata, count: int) -> pb.GlobalMetadata:

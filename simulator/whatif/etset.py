@@ -17,9 +17,11 @@ from lumos.converters.chakra import conventions as cv
 from lumos.converters.chakra.attrs import get_attr, set_attr
 from lumos.converters.chakra.files import find_et_sources
 from lumos.converters.chakra.set_output import rank_set_output
-from lumos.converters.chakra.stream import with_node_count, write_et
-from lumos.errors import TraceFormatError
+from lumos.converters.chakra.stream import EtReader, with_node_count, write_et
+from lumos.errors import LumosError, TraceFormatError
+from lumos.limits import MAX_NODES, MAX_RANK_NODES
 from lumos.proto import pb
+from lumos.simulator.et_columns import check_stated
 from lumos.simulator.graph import RankGraph
 from lumos.simulator.graph_build import graph_from_et
 from lumos.simulator.load import resolve_groups
@@ -74,11 +76,46 @@ def load_etset(target: str | Path) -> EtSet:
     sources = find_et_sources(target)
     if not sources:
         raise TraceFormatError(str(target), "no <prefix>.<rank>.et files found")
-    ranks = []
+    ranks: list[RankEt] = []
+    held = 0  # nodes of the ranks read so far
     for source in sources:
         with source.open() as reader:
-            ranks.append(RankEt(source.rank, reader.metadata, tuple(reader)))
+            check_stated(reader.node_count, source.path)  # before a node is parsed
+            if reader.node_count is not None:
+                _check_step(held + reader.node_count, source.path)
+            nodes = _nodes(reader, source.path, held)
+        held += len(nodes)
+        ranks.append(RankEt(source.rank, reader.metadata, nodes))
     return EtSet(tuple(sorted(ranks, key=lambda r: r.rank)), str(target))
+
+
+def _check_step(count: int, path: str) -> None:
+    MAX_NODES.check(count, f"{path}: nodes of the traced step up to this rank, held whole to edit")
+
+
+def _nodes(reader: EtReader, path: str, held: int) -> tuple[pb.Node, ...]:
+    """Every node of `reader`, refusing the rank past `MAX_RANK_NODES`, or the step past
+    `MAX_NODES` with the `held` nodes of the ranks before, as it is read: a what-if holds
+    every rank's nodes as protobuf messages (~1 KB a node, three times `simulate`'s peak:
+    scripts/whatif_memory.py), and a 9-million-node file took every byte it could."""
+    limit = min(MAX_RANK_NODES.value, MAX_NODES.value - held)
+    nodes = []
+    for node in reader:
+        nodes.append(node)
+        if len(nodes) > limit:
+            MAX_RANK_NODES.check(len(nodes), f"{path}: nodes of one rank's ET")
+            _check_step(held + len(nodes), path)
+    return tuple(nodes)
+
+
+def rank_files(ets: EtSet) -> dict[int, str]:
+    """Each rank's file, when the set was read from files (else none)."""
+    if not ets.source:
+        return {}
+    try:
+        return {s.rank: s.path for s in find_et_sources(ets.source)}
+    except LumosError:
+        return {}
 
 
 def write_etset(
