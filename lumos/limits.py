@@ -72,22 +72,29 @@ MAX_LAYERS = Limit("LUMOS_MAX_LAYERS", 1 << 14, "layers of a model")
 #: 340B); 1-million-token contexts exist (from memory). Past 2^24 the products of three
 #: dimensions leave 64-bit FLOP and byte counts (hidden 10^12 was "exceeds 64 bits", naming
 #: no key; a vocabulary of 10^12 was "estimated" at a 30,749 s step).
-MAX_WIDTH = Limit("LUMOS_MAX_WIDTH", 1 << 24, "one model or batch dimension (hidden, vocab, seq)")
+#: A micro-batch's tokens (mbs x seq) are one too: `--mbs 10^9` left the 64-bit FLOP counts.
+MAX_WIDTH = Limit(
+    "LUMOS_MAX_WIDTH", 1 << 24, "one model or batch dimension (hidden, vocab, seq, mbs x seq)"
+)
 #: nodes of a step generated whole (`estimate --exact` or `-o`: every micro-batch of every
 #: distinct rank), counted from one block per chunk before any rank is built; ~290 bytes
 #: a node at peak (8.3 million: 2.4 GB; 18.7 million, GPT-3 125M with 65,536
-#: micro-batches: MemoryError at 3.5 GB). Published plans need < 1 million (DeepSeek-V3 on
+#: micro-batches: MemoryError at 3.5 GB). Also the traced step `whatif` holds whole (every
+#: rank's nodes as protobuf messages, ~600 B to 1 KB each), counted as it is read. Published plans need < 1 million (DeepSeek-V3 on
 #: 1,024 GPUs 646,016; GPT-3 175B on 1,024 GPUs 611,712).
-MAX_NODES = Limit("LUMOS_MAX_NODES", 1 << 22, "nodes of a step generated whole")
+MAX_NODES = Limit("LUMOS_MAX_NODES", 1 << 22, "nodes of a step generated or edited whole")
 #: nodes of the ETs `estimate -o --all-ranks` writes (every rank a relabelled copy): ~120
 #: bytes a node on disk and ~6.5 us to write (256 ranks of Llama 3.1 8B, 2.3 million
 #: nodes: 278 MB, 15 s); the default is ~4 GB and ~4 minutes.
 MAX_ET_NODES = Limit("LUMOS_MAX_ET_NODES", 1 << 25, "nodes of the ETs one estimate writes")
-#: nodes of one rank's ET read to simulate, counted as its frames are decoded: ~565 bytes
-#: a node at simulate's peak (2 million 11-byte nodes, a 22 MB file: 1.1 GB, 20 CPU s),
+#: nodes of one rank's ET read to simulate or edit: refused from the metadata's
+#: `node_count` when the file states one (before a node is read), else counted as frames
+#: are decoded; ~565 bytes a node at simulate's peak (2 million 11-byte nodes, a 22 MB file: 1.1 GB, 20 CPU s),
 #: so a 2 MB .et.gz of tiny nodes could ask for 10 GB; the largest real rank we hold has
 #: 405k nodes and `estimate -o` writes at most `LUMOS_MAX_NODES` a step.
-MAX_RANK_NODES = Limit("LUMOS_MAX_RANK_NODES", 1 << 23, "nodes of one rank's ET read to simulate")
+MAX_RANK_NODES = Limit(
+    "LUMOS_MAX_RANK_NODES", 1 << 23, "nodes of one rank's ET read to simulate or edit"
+)
 #: bytes of one YAML config (model spec, hardware, kernel physics) read whole before it is
 #: parsed: PyYAML builds ~100 bytes of objects per byte (a 34 MB file of keys took 84 CPU s
 #: and 3.2 GB); the shipped ones are < 20 KB.

@@ -10,6 +10,7 @@ import click
 
 from lumos.cli.main import echo_json, handle_errors, quiet
 from lumos.cli.options import (
+    Bounded,
     FiniteFloatRange,
     InputPath,
     check_output,
@@ -21,6 +22,7 @@ from lumos.cli.outputs import no_stdout
 from lumos.cli.progress import shown
 from lumos.converters.chakra.set_output import check_set_output
 from lumos.converters.pytorch.convert import MIN_LINK_RATE, RankSummary, convert
+from lumos.limits import MAX_WORKERS
 from lumos.outputs import printable
 
 log = logging.getLogger(__name__)
@@ -76,7 +78,7 @@ def _steps_line(s: RankSummary) -> str:
 @click.option(
     "-j",
     "--jobs",
-    type=click.IntRange(min=1),
+    type=Bounded(1, MAX_WORKERS),
     default=1,
     show_default=True,
     help="Ranks converted at once, in worker processes.",

@@ -8,11 +8,26 @@ import click
 
 from lumos.cli.estimate_text import print_result
 from lumos.cli.main import echo_json, handle_errors
-from lumos.cli.options import BadOption, force_option, framework_option, hw_option
+from lumos.cli.options import (
+    GLOBAL_BATCH,
+    BadOption,
+    Bounded,
+    FiniteFloatRange,
+    force_option,
+    framework_option,
+    hw_option,
+)
 from lumos.cli.outputs import no_stdout
+from lumos.limits import MAX_LAYERS, MAX_RANKS, MAX_WIDTH
 from lumos.outputs import printable
 
-COUNT = click.IntRange(min=1)
+#: every integer flag has an upper bound, the resource limit its value feeds (a usage
+#: error naming the flag, exit 2): degrees by the world size, stage layers by the layers,
+#: batch and model dimensions by the width; the global batch by the micro-batches a step
+#: takes times the default world size (`options.GLOBAL_BATCH`)
+RANKS = Bounded(1, MAX_RANKS)
+LAYERS = Bounded(1, MAX_LAYERS)
+WIDTH = Bounded(1, MAX_WIDTH)
 
 
 @click.command("estimate")
@@ -22,33 +37,33 @@ COUNT = click.IntRange(min=1)
     help="Built-in model name, a model-spec YAML, or a model's config.json (Hugging Face or "
     "Megatron names; docs/estimate.md).",
 )
-@click.option("--tp", type=COUNT, default=1, help="Tensor-parallel size.")
-@click.option("--pp", type=COUNT, default=1, help="Pipeline-parallel size.")
-@click.option("--dp", type=COUNT, default=1, help="Data-parallel size.")
-@click.option("--cp", type=COUNT, default=1, help="Context-parallel size.")
-@click.option("--vp", type=COUNT, default=1, help="Virtual stages per pipeline stage.")
+@click.option("--tp", type=RANKS, default=1, help="Tensor-parallel size.")
+@click.option("--pp", type=RANKS, default=1, help="Pipeline-parallel size.")
+@click.option("--dp", type=RANKS, default=1, help="Data-parallel size.")
+@click.option("--cp", type=RANKS, default=1, help="Context-parallel size.")
+@click.option("--vp", type=LAYERS, default=1, help="Virtual stages per pipeline stage.")
 @click.option(
     "--ep",
-    type=COUNT,
+    type=RANKS,
     default=1,
     help="Expert-parallel size (mixture-of-experts models; carved out of tp x cp x dp).",
 )
 @click.option(
     "--etp",
-    type=click.IntRange(min=0),
+    type=Bounded(0, MAX_RANKS),
     default=0,
     help="Expert tensor-parallel size: 1, or tp (0: tp, Megatron-Core's default).",
 )
 @click.option(
     "--first-stage-layers",
-    type=click.IntRange(min=0),
+    type=Bounded(0, MAX_LAYERS),
     default=None,
     help="Decoder layers on the first pipeline stage, the rest spread evenly (Megatron-Core's "
     "--decoder-first-pipeline-num-layers).",
 )
 @click.option(
     "--last-stage-layers",
-    type=click.IntRange(min=0),
+    type=Bounded(0, MAX_LAYERS),
     default=None,
     help="Decoder layers on the last pipeline stage (--decoder-last-pipeline-num-layers).",
 )
@@ -69,11 +84,16 @@ COUNT = click.IntRange(min=1)
     help="Every model chunk's contents (--pipeline-model-parallel-layout), e.g. "
     "'Et|(tt|)*30mL': E embedding, t decoder layer, m MTP layer, L loss, | chunk boundary.",
 )
-@click.option("--mbs", type=COUNT, default=1, help="Micro-batch size (sequences).")
-@click.option("--gbs", type=COUNT, default=None, help="Global batch in sequences [mbs x dp].")
+@click.option("--mbs", type=WIDTH, default=1, help="Micro-batch size (sequences).")
+@click.option(
+    "--gbs",
+    type=GLOBAL_BATCH,
+    default=None,
+    help="Global batch in sequences [mbs x dp].",
+)
 @click.option(
     "--seq",
-    type=COUNT,
+    type=WIDTH,
     default=None,
     help="Sequence length [the model's; a config.json's seq_length, else 2048].",
 )
@@ -104,7 +124,7 @@ COUNT = click.IntRange(min=1)
 @click.option("--tp-overlap", is_flag=True, help="Overlap TP communication with the GEMMs.")
 @click.option(
     "--vocab-multiple",
-    type=click.IntRange(min=0),
+    type=Bounded(0, MAX_WIDTH),
     default=0,
     help="Pad the vocabulary to a multiple of this x tp (Megatron's "
     "--make-vocab-size-divisible-by) [0: the framework's: 128 on megatron, 1 (none) on the "
@@ -112,7 +132,7 @@ COUNT = click.IntRange(min=1)
 )
 @click.option(
     "--packed-doc-len",
-    type=click.IntRange(min=0),
+    type=Bounded(0, MAX_WIDTH),
     default=0,
     help="Sequence packing (SFT): documents of this length-weighted mean length "
     "(E[l^2]/E[l], tokens) concatenated into each sequence, attention within each [0: "
@@ -120,7 +140,7 @@ COUNT = click.IntRange(min=1)
 )
 @click.option(
     "--lora-rank",
-    type=click.IntRange(min=0),
+    type=Bounded(0, MAX_WIDTH),
     default=0,
     help="LoRA fine-tuning: adapters of this rank on frozen base weights (no weight "
     "gradients, gradient reduction or optimizer step for the base) [0: full-parameter].",
@@ -153,7 +173,7 @@ COUNT = click.IntRange(min=1)
 )
 @click.option(
     "--moe-load-factor",
-    type=click.FloatRange(min=0.0, max=100.0),
+    type=FiniteFloatRange(min=0.0, max=100.0),
     default=0.0,
     help="Mixture of experts: the busiest EP rank's token load over the mean (>= 1; a "
     "trained router's, from a routing profile) [0: forced load balancing's, computed].",
@@ -193,7 +213,7 @@ COUNT = click.IntRange(min=1)
 @hw_option("System to estimate on.", default="h100")
 @click.option(
     "--gpus",
-    type=COUNT,
+    type=RANKS,
     default=None,
     help="Cluster size, checked against the plan: tp x pp x dp x cp [the plan's].",
 )

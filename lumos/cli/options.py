@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import click
 
 from lumos.errors import LumosError
+from lumos.limits import MAX_MICROBATCHES, MAX_RANKS, Limit
 from lumos.outputs import is_link_loop, output_target, refuse_link_loop
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -96,6 +97,42 @@ class FiniteFloatRange(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{number} is not a finite number.", param, ctx)
         return number
+
+
+class Bounded(click.IntRange):
+    """A whole number from `least` to a bound: a number, or a resource limit read when the
+    value is (so its LUMOS_MAX_* variable raises it here too). A value past the bound is a
+    usage error (exit 2) naming the flag and the bound, before any work: `--mbs 10^9` was
+    exit 5 from a 64-bit product naming no flag, `--dp 10^12` exit 7 for the world size."""
+
+    name = "integer"
+
+    def __init__(self, least: int, bound: int | Limit, scale: int = 1) -> None:
+        super().__init__(min=least)
+        self.bound, self.scale = bound, scale
+
+    def most(self) -> int:
+        """The largest value taken now."""
+        return (self.bound.value if isinstance(self.bound, Limit) else self.bound) * self.scale
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        most = self.most()
+        if number > most:
+            why = ""
+            if isinstance(self.bound, Limit):
+                times = f" x {self.scale:,} ranks" if self.scale > 1 else ""
+                why = f" ({self.bound.env}{times}; raise it with {self.bound.env}=N if genuine)"
+            self.fail(f"{number:,} is above {most:,}, the most lumos takes{why}.", param, ctx)
+        return number
+
+    def _describe_range(self) -> str:
+        return f"{self.min}<=x<={self.most():,}" if self.min is not None else f"x<={self.most()}"
+
+
+#: `--gbs` (sequences): the most micro-batches a step takes, of one sequence, on the
+#: default largest world (the plan then checks gbs / (mbs x dp) against the limit itself)
+GLOBAL_BATCH = Bounded(1, MAX_MICROBATCHES, scale=MAX_RANKS.default)
 
 
 class RankList(click.ParamType):

@@ -10,9 +10,18 @@ from typing import TYPE_CHECKING
 import click
 
 from lumos.cli.main import echo_json, handle_errors
-from lumos.cli.options import BadOption, InputPath, force_option, framework_option, hw_option
+from lumos.cli.options import (
+    GLOBAL_BATCH,
+    BadOption,
+    Bounded,
+    InputPath,
+    force_option,
+    framework_option,
+    hw_option,
+)
 from lumos.cli.sweep_tables import plots, print_plans, print_trace
 from lumos.errors import ConfigError
+from lumos.limits import MAX_RANKS, MAX_SWEEP_POINTS, MAX_WORKERS
 
 if TYPE_CHECKING:
     from lumos.simulator.sweep.runner import SweepResult
@@ -76,8 +85,8 @@ PLAN_DEFAULTS = {
     type=InputPath(exists=True),
     help="Sweep what-if edits of this converted trace instead of plans.",
 )
-@click.option("--gpus", type=click.IntRange(min=1), help="GPUs in the job (plan sweep).")
-@click.option("--gbs", type=click.IntRange(min=1), help="Global batch in sequences (plan sweep).")
+@click.option("--gpus", type=Bounded(1, MAX_RANKS), help="GPUs in the job (plan sweep).")
+@click.option("--gbs", type=GLOBAL_BATCH, help="Global batch in sequences (plan sweep).")
 @click.option("--seq", help="Sequence length; with --from-trace, lengths to try.")
 @hw_option("System to estimate on (default h100); with --from-trace, the system to swap to.")
 @click.option("--base-hw", help="With --from-trace and --hw: the system the trace was recorded on.")
@@ -113,7 +122,9 @@ PLAN_DEFAULTS = {
     help="Also simulate plans that do not fit in GPU memory (default: size them only).",
 )
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local")
-@click.option("--workers", type=click.IntRange(min=1), default=2, help="Points simulated at once.")
+@click.option(
+    "--workers", type=Bounded(1, MAX_WORKERS), default=2, help="Points simulated at once."
+)
 @click.option(
     "--ray-address",
     default=None,
@@ -135,7 +146,7 @@ PLAN_DEFAULTS = {
 )
 @click.option(
     "--top",
-    type=click.IntRange(min=0),
+    type=Bounded(0, MAX_SWEEP_POINTS),
     default=10,
     show_default=True,
     help="Rows shown (and in --json; 0 = all).",

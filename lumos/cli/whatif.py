@@ -10,9 +10,18 @@ from rich.table import Table
 
 from lumos.cli.console import table_console
 from lumos.cli.main import echo_json, handle_errors
-from lumos.cli.options import InputPath, force_option, hw_option
+from lumos.cli.options import Bounded, FiniteFloatRange, InputPath, force_option, hw_option
 from lumos.cli.outputs import no_stdout
 from lumos.errors import ConfigError
+from lumos.limits import MAX_LAYERS, MAX_MICROBATCHES, MAX_RANKS, MAX_WIDTH
+
+#: `whatif.checks.MAX_JITTER` (not imported: it loads protobuf, which `--help` must not)
+MAX_JITTER = 2.0
+
+#: every integer flag is bounded by the resource limit its value feeds (exit 2 naming the
+#: flag and the bound, before the trace is read): `--hidden 10^12` was exit 7 after it
+RANKS = Bounded(1, MAX_RANKS)
+WIDTH = Bounded(1, MAX_WIDTH)
 
 
 def _pairs(values: tuple[str, ...], flag: str) -> tuple[tuple[int, float], ...]:
@@ -30,21 +39,31 @@ def _pairs(values: tuple[str, ...], flag: str) -> tuple[tuple[int, float], ...]:
 
 @click.command("whatif")
 @click.argument("target", metavar="TRACE", type=InputPath(exists=True))
-@click.option("--layers", type=int, help="Transformer layers.")
-@click.option("--hidden", type=int, help="Hidden size (FFN follows as 4x unless --ffn).")
-@click.option("--ffn", type=int, help="FFN (MLP) size.")
-@click.option("--seq", type=int, help="Sequence length.")
-@click.option("--tp", type=int, help="Tensor-parallel degree.")
-@click.option("--dp", type=int, help="Data-parallel degree.")
-@click.option("--pp", type=int, help="Pipeline stages (from a trace without a pipeline).")
+@click.option("--layers", type=Bounded(1, MAX_LAYERS), help="Transformer layers.")
+@click.option("--hidden", type=WIDTH, help="Hidden size (FFN follows as 4x unless --ffn).")
+@click.option("--ffn", type=WIDTH, help="FFN (MLP) size.")
+@click.option("--seq", type=WIDTH, help="Sequence length.")
+@click.option("--tp", type=RANKS, help="Tensor-parallel degree.")
+@click.option("--dp", type=RANKS, help="Data-parallel degree.")
+@click.option("--pp", type=RANKS, help="Pipeline stages (from a trace without a pipeline).")
 @click.option(
     "--schedule",
     type=click.Choice(["1f1b", "interleaved", "gpipe"]),
     default="1f1b",
     show_default=True,
 )
-@click.option("--vp", type=int, default=1, show_default=True, help="Virtual stages (interleaved).")
-@click.option("--microbatches", type=int, help="Micro-batches per step (default: stages).")
+@click.option(
+    "--vp",
+    type=Bounded(1, MAX_LAYERS),
+    default=1,
+    show_default=True,
+    help="Virtual stages (interleaved).",
+)
+@click.option(
+    "--microbatches",
+    type=Bounded(1, MAX_MICROBATCHES),
+    help="Micro-batches per step (default: stages).",
+)
 @hw_option("Target system: GPU and network.")
 @click.option(
     "--base-hw",
@@ -53,8 +72,13 @@ def _pairs(values: tuple[str, ...], flag: str) -> tuple[tuple[int, float], ...]:
 )
 @click.option("--slow-rank", multiple=True, help="RANK=FACTOR: that rank's compute x FACTOR.")
 @click.option("--slow-link", multiple=True, help="RANK=FACTOR: its communication x FACTOR.")
-@click.option("--jitter", type=float, default=0.0, help="Log-normal kernel jitter (sigma).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--jitter",
+    type=FiniteFloatRange(0.0, MAX_JITTER),
+    default=0.0,
+    help="Log-normal kernel jitter (sigma).",
+)
+@click.option("--seed", type=Bounded(0, (1 << 63) - 1), default=0, show_default=True)
 @click.option("-o", "--output", type=click.Path(), help="Write the edited ETs to this folder.")
 @click.option("--prefix", default="whatif", show_default=True, help="File prefix with -o.")
 @force_option

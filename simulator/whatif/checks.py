@@ -51,6 +51,8 @@ def check_edits(rec: Recovered, spec: WhatIf) -> None:
                     f"{flag} factor {factor:g} makes the trace's longest node "
                     f"({longest:,} ns) exceed the 64-bit nanosecond clock"
                 )
+    if isinstance(spec.seed, bool) or not isinstance(spec.seed, int) or spec.seed < 0:
+        raise ConfigError(f"--seed must be a whole number >= 0, not {spec.seed!r}")
     if not math.isfinite(spec.jitter) or not 0 <= spec.jitter <= MAX_JITTER:
         raise ConfigError(
             f"--jitter must be a spread (sigma) between 0 and {MAX_JITTER:g}, not {spec.jitter}"

@@ -248,6 +248,9 @@ class ParallelPlan:
             raise ConfigError(f"plan: zero must be 0, 1, 2 or 3, got {self.zero}")
         MAX_RANKS.check(self.world, "plan: world size (tp x pp x dp x cp)")
         MAX_WIDTH.check(self.seq, "plan: seq")
+        # a micro-batch's tokens are a batch dimension too: mbs 10^9 passed every bound
+        # and left the 64-bit FLOP counts (exit 5, naming no setting)
+        MAX_WIDTH.check(self.mbs * self.seq, "plan: tokens of one micro-batch (mbs x seq)")
         MAX_MICROBATCHES.check(self.microbatches, "plan: micro-batches per step (gbs / mbs / dp)")
         if self.gbs % (self.mbs * self.dp):
             raise ConfigError(
