@@ -24,11 +24,12 @@ from lumos.simulator.whatif.checks import check_edits
 from lumos.simulator.whatif.contention import recontend
 from lumos.simulator.whatif.dims import ModelDims, hidden_map, infer_dims, seq_map
 from lumos.simulator.whatif.dp import dp_degree, set_dp
-from lumos.simulator.whatif.etset import EtSet, load_etset, simulate_etset
+from lumos.simulator.whatif.etset import EtSet, load_etset, rank_files, simulate_etset
 from lumos.simulator.whatif.faults import jitter, slow_link, slow_rank
 from lumos.simulator.whatif.groups import GroupRole, group_roles, roles_by_members
 from lumos.simulator.whatif.layers import set_layers
 from lumos.simulator.whatif.netfit import fit_network
+from lumos.simulator.whatif.nodes import DurationOverflowError
 from lumos.simulator.whatif.normalise import Normalised, normalise_step
 from lumos.simulator.whatif.pages import PageTally
 from lumos.simulator.whatif.reshape import remember_fit, reshape
@@ -290,9 +291,14 @@ def result_json(res: WhatIfResult, written: list[Path], explain: bool = False) -
 
 def run_whatif(target: str | Path | EtSet, spec: WhatIf) -> WhatIfResult:
     """Recover, edit, and simulate base and edited steps (replay of the ETs' times)."""
-    ets = target if isinstance(target, EtSet) else load_etset(target)
-    rec = recover(ets, spec.normalise)
-    edited, notes = apply_edits(rec, spec)
+    # the set as read is not kept past its recovery (a normalised, tagged copy)
+    rec = recover(target if isinstance(target, EtSet) else load_etset(target), spec.normalise)
+    try:
+        edited, notes = apply_edits(rec, spec)
+    except DurationOverflowError as exc:  # raised where the node is, not knowing its file
+        files, source = rank_files(rec.ets), rec.ets.source
+        where = [(r.rank, files.get(r.rank, source), r.nodes) for r in rec.ets.ranks]
+        raise exc.located(source or "the trace", where) from None
     base = simulate_etset(contended(rec, rec.ets))
     predicted = simulate_etset(edited)
     return WhatIfResult(base, predicted, rec, edited, notes)

@@ -111,14 +111,38 @@ def set_duration(node: pb.Node, dur_ns: int) -> None:
     """Set a node's duration in ns (both fields; `comm_dur_ns` too on communication)."""
     dur_ns = max(0, int(dur_ns))
     if dur_ns > MAX_NS:
-        raise ConfigError(
-            f"the edit makes node {node.id} ({node.name!r}) last {dur_ns:,} ns, past the 64-bit "
-            "nanosecond clock (292 years): the edited sizes are too large together"
-        )
+        raise DurationOverflowError(node, dur_ns)
     put(node, cv.DUR_NS, dur_ns, "int64_val")
     node.duration_micros = round(dur_ns / 1000)
     if is_comm(node):
         put(node, cv.COMM_DUR_NS, dur_ns, "int64_val")
+
+
+class DurationOverflowError(ConfigError):
+    """An edit scales a node past the scheduler's 64-bit nanoseconds. Raised where the
+    node is edited, which does not know its trace; `located` names the file and rank."""
+
+    def __init__(self, node: pb.Node, dur_ns: int) -> None:
+        self.node_id, self.node_name, self.dur_ns = int(node.id), node.name, dur_ns
+        super().__init__(
+            f"the edit makes node {node.id} ({node.name!r}) last {dur_ns:,} ns, past "
+            "the 64-bit nanosecond clock (292 years): the edited sizes are too large together"
+        )
+
+    def located(self, trace: str, ranks: list[tuple[int, str, tuple[pb.Node, ...]]]) -> ConfigError:
+        """The same error naming the file and rank of the traced node (`ranks`: rank,
+        file and nodes of each traced rank; the first holding it, and how many more),
+        else `trace` (a node the edit made)."""
+        held = [
+            (rank, path)
+            for rank, path, nodes in ranks
+            if any(n.id == self.node_id and n.name == self.node_name for n in nodes)
+        ]
+        where = f"{trace}: "
+        if held:
+            more = f" (and {len(held) - 1} more rank(s) with it)" if len(held) > 1 else ""
+            where = f"{held[0][1]}: rank {held[0][0]}{more}: "
+        return ConfigError(where + str(self))  # a ConfigError as before, for --json
 
 
 def deps(node: pb.Node) -> list[int]:
