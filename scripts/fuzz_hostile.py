@@ -548,6 +548,14 @@ def bomb_cases(h: ModuleType, work: Path, timeout: float) -> Iterator[Case]:
             bodies = (b"\x08" + encode_varint(i) + tiny for i in ids)
             f.write(b"".join(encode_varint(len(b)) + b for b in bodies))
     made["et: 9 million ~12-byte nodes (115 MB)"] = ["simulate", str(root / "tiny" / "t")]
+    (root / "stated").mkdir()  # round 4: the same nodes, their count in the metadata
+    stated = with_node_count(pb.GlobalMetadata(version="0.0.4"), 9_000_000).SerializeToString()
+    with open(root / "tiny" / "t.0.et", "rb") as src, open(root / "stated" / "t.0.et", "wb") as f:
+        src.seek(len(encode_varint(len(head))) + len(head))
+        f.write(encode_varint(len(stated)) + stated)
+        shutil.copyfileobj(src, f)
+    made["et: 9 million nodes, node_count stated (round 4)"] = [
+        "simulate", str(root / "stated" / "t")]  # fmt: skip
     for name, world in (("world", 10**9), ("rank", None)):
         folder = root / name
         folder.mkdir()

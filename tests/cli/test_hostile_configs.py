@@ -171,12 +171,15 @@ def test_whole_limit_values_in_any_spelling_work(trace: str) -> None:
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        (["--tp", "8", "--pp", "8", "--dp", "1000000000"], 7, "LUMOS_MAX_RANKS"),
+        # round 4: a flag past its own bound is a usage error naming it (was exit 7)
+        (["--tp", "8", "--pp", "8", "--dp", "1000000000"], 2, "'--dp': 1,000,000,000 is above"),
         (["--tp", "8", "--pp", "8", "--gbs", "1000000000"], 7, "LUMOS_MAX_MICROBATCHES"),
-        (["--tp", "8", "--pp", "8", "--mbs", "1000000000"], 5, "exceeds 64 bits"),
-        (["--tp", "8", "--pp", "8", "--seq", "1000000000"], 7, "LUMOS_MAX_WIDTH"),  # round 3
+        # round 4: was exit 5, "exceeds 64 bits", naming no flag
+        (["--tp", "8", "--pp", "8", "--mbs", "1000000000"], 2, "'--mbs': 1,000,000,000 is above"),
+        (["--tp", "8", "--pp", "8", "--mbs", "100000"], 7, "(mbs x seq) is 204,800,000"),
+        (["--tp", "8", "--pp", "8", "--seq", "1000000000"], 2, "16,777,216, the most lumos"),
     ],
-    ids=["world", "microbatches", "mbs", "seq"],
+    ids=["world", "microbatches", "mbs", "mbs-x-seq", "seq"],
 )
 def test_plans_past_every_bound_end_quickly(args: list[str], code: int, message: str) -> None:
     """Were: no end in sight (dp or gbs 1e9: minutes, gigabytes) or OverflowError (70)."""

@@ -23,7 +23,7 @@ from click.testing import CliRunner
 import lumos
 from lumos.cli.main import cli
 from lumos.converters.chakra.files import find_et_sources
-from lumos.errors import TraceFormatError
+from lumos.errors import ResourceLimitError, TraceFormatError
 from tests.converters.chakra.test_rank_sets import write_set
 
 
@@ -162,9 +162,12 @@ def test_config_json_dimension_past_the_width_limit_names_the_key(
 
 
 def test_plan_seq_past_the_width_limit_is_a_limit() -> None:
-    """--seq 10^12 was exit 5 from the 64-bit check deep in the step."""
+    """--seq 10^12 was exit 5 from the 64-bit check deep in the step; the plan refuses it
+    as a limit (exit 7), and since round 4 the flag itself is a usage error (exit 2)."""
+    with pytest.raises(ResourceLimitError, match="plan: seq is 1,000,000,000,000"):
+        lumos.estimate("gpt3-125m", seq=10**12)
     code, out = run("estimate", "--model", "gpt3-125m", "--seq", str(10**12))
-    assert code == 7 and "plan: seq is 1,000,000,000,000" in out, out
+    assert code == 2 and "'--seq': 1,000,000,000,000 is above 16,777,216" in out, out
 
 
 def test_widths_at_the_limit_estimate_quickly(tmp_path: Path) -> None:
@@ -212,7 +215,7 @@ def test_vocab_multiple_flag_sets_the_plans_padding() -> None:
     ("value", "code", "message"),
     [
         ("200000", 4, "vocab_multiple must be 0 (the framework's) to the vocabulary (128256)"),
-        ("-1", 2, "-1 is not in the range x>=0"),
+        ("-1", 2, "-1 is not in the range 0<=x<=16,777,216"),
         ("1.5", 2, "'1.5' is not a valid integer"),
     ],
 )

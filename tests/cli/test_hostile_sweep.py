@@ -106,8 +106,9 @@ def test_a_table_no_sweep_wrote_is_replaced_only_with_force(tmp_path: Path) -> N
         (["-o", ""], 2, "empty path"),
         (["-o", "t.csv", "--plot", ""], 2, "empty path"),
         (["-o", "t.csv", "--top", "-5"], 2, "--top"),
-        (["-o", "t.csv", "--workers", "100000"], 7, "LUMOS_MAX_WORKERS"),
-        (["-o", "t.csv", "--gpus", "1000000000"], 7, "LUMOS_MAX_RANKS"),
+        # round 4: the flags' own bounds (exit 2 naming them; were exit 7 from the run)
+        (["-o", "t.csv", "--workers", "100000"], 2, "'--workers': 100,000 is above 128"),
+        (["-o", "t.csv", "--gpus", "1000000000"], 2, "(LUMOS_MAX_RANKS; raise it"),
     ],
     ids=["empty-o", "empty-plot", "top", "workers", "gpus"],
 )
