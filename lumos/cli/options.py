@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import click
 
-from lumos.errors import LumosError
+from lumos.errors import ConfigError, LumosError
 from lumos.limits import MAX_MICROBATCHES, MAX_RANKS, Limit
 from lumos.outputs import is_link_loop, output_target, refuse_link_loop
 
@@ -111,14 +111,20 @@ class Bounded(click.IntRange):
         super().__init__(min=least)
         self.bound, self.scale = bound, scale
 
-    def most(self) -> int:
-        """The largest value taken now."""
-        return (self.bound.value if isinstance(self.bound, Limit) else self.bound) * self.scale
+    def most(self) -> int | None:
+        """The largest value taken now; None while the limit's variable is garbage (the
+        command's environment check refuses that, exit 4, naming the variable)."""
+        if not isinstance(self.bound, Limit):
+            return self.bound * self.scale
+        try:
+            return self.bound.value * self.scale
+        except ConfigError:
+            return None
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         number = super().convert(value, param, ctx)
         most = self.most()
-        if number > most:
+        if most is not None and number > most:
             why = ""
             if isinstance(self.bound, Limit):
                 times = f" x {self.scale:,} ranks" if self.scale > 1 else ""
@@ -127,7 +133,8 @@ class Bounded(click.IntRange):
         return number
 
     def _describe_range(self) -> str:
-        return f"{self.min}<=x<={self.most():,}" if self.min is not None else f"x<={self.most()}"
+        most = self.most()
+        return f"{self.min}<=x<={most:,}" if most is not None else f"x>={self.min}"
 
 
 #: `--gbs` (sequences): the most micro-batches a step takes, of one sequence, on the

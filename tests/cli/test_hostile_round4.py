@@ -249,3 +249,19 @@ def test_whatif_overflow_names_the_file_and_rank(tmp_path: Path) -> None:
     assert (
         f"{folder / 'whatif.0.et'}: rank 0 (and 1 more rank(s) with it): the edit makes node" in out
     )
+
+
+@pytest.mark.parametrize(
+    "args", [["estimate", "--model", "llama3-8b", "--tp", "2"], ["estimate", "-h"]]
+)
+def test_a_garbage_limit_variable_behind_a_flag_bound_is_still_one_config_error(
+    args: list[str],
+) -> None:
+    """A flag's bound reads its LUMOS_MAX_* variable while click parses: a garbage value
+    must stay exit 4 naming it (the first cut ended in a traceback there), and `-h`
+    must still print."""
+    code, out = run(*args, env={"LUMOS_MAX_RANKS": "abc"})
+    if "-h" in args:
+        assert code == 0 and "--tp INTEGER" in out, out
+    else:
+        assert code == 4 and "LUMOS_MAX_RANKS='abc': not a whole number >= 1" in out, out
